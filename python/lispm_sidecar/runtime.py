@@ -1,0 +1,128 @@
+"""Private files the agent CLIs read: tokens and per-run MCP configs.
+
+Tokens never go on a command line (any local user can read
+`/proc/*/cmdline`) and never cross the link to Emacs (so no debug view can
+show them).  Each agent gets a folder, mode 0700, under the runtime
+directory, holding its token and its CLI's config, each mode 0600.  The
+folder's name starts with the pid of the Emacs that owns it, so that two
+Emacs sessions never share a folder and a later sidecar can remove the
+folders of an Emacs that died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import stat
+from pathlib import Path
+
+import orjson
+
+from .errors import InvalidParams
+
+
+def runtime_root() -> Path:
+    """Return LispM's private runtime directory, creating it with mode 0700.
+
+    `LISPM_RUNTIME_DIR` wins; then `$XDG_RUNTIME_DIR/lispm`; then
+    `/tmp/lispm-<uid>`.  A directory that another user owns, or that others
+    can enter, is refused.
+    """
+    if override := os.environ.get("LISPM_RUNTIME_DIR"):
+        root = Path(override)
+    elif xdg := os.environ.get("XDG_RUNTIME_DIR"):
+        root = Path(xdg) / "lispm"
+    else:
+        root = Path("/tmp") / f"lispm-{os.getuid()}"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise PermissionError(f"{root} is not a directory of this user")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(root, 0o700)
+    return root
+
+
+def new_token() -> str:
+    """Return a fresh bearer token from the operating system's CSPRNG."""
+    return secrets.token_urlsafe(32)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write DATA to PATH so that only this user can ever read it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class AgentFiles:
+    """The private folder of one agent: its token file and its CLI configs."""
+
+    def __init__(self, root: Path, owner_pid: int, name: str) -> None:
+        if not _SAFE_NAME.fullmatch(name):
+            raise InvalidParams(f"agent name {name!r} is not a plain name")
+        self.dir = root / "agents" / f"{owner_pid}-{name}"
+        self.token_file = self.dir / "token"
+        self.claude_mcp_config = self.dir / "claude-mcp.json"
+
+    def create(self, token: str) -> None:
+        """Write the folder afresh with TOKEN."""
+        self.dir.parent.mkdir(mode=0o700, exist_ok=True)
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+        write_private(self.token_file, token.encode() + b"\n")
+
+    def read_token(self) -> str:
+        """Return the token stored for this agent."""
+        token = self.token_file.read_text().strip()
+        if not token:
+            raise InvalidParams(f"{self.token_file} holds no token")
+        return token
+
+    def write_claude_config(self, url: str, token: str) -> None:
+        """Write the `--mcp-config` file that points Claude Code at its server."""
+        config = {
+            "mcpServers": {
+                "lispm": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+            }
+        }
+        write_private(self.claude_mcp_config, orjson.dumps(config, option=orjson.OPT_INDENT_2))
+
+    def remove(self) -> None:
+        """Delete the folder and everything in it."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(root: Path) -> list[str]:
+    """Remove agent folders whose owning Emacs is gone; return their names."""
+    removed = []
+    agents = root / "agents"
+    if not agents.is_dir():
+        return removed
+    for folder in agents.iterdir():
+        owner_text, _, _ = folder.name.partition("-")
+        owner = int(owner_text) if owner_text.isdigit() else 0
+        if owner <= 0 or not _alive(owner):
+            with contextlib.suppress(OSError):
+                shutil.rmtree(folder)
+                removed.append(folder.name)
+    return removed

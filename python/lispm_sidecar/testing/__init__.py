@@ -1,0 +1,1 @@
+"""Test helpers owned by LispM: the scripted model gateway and its dialects."""
