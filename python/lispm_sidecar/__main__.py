@@ -6,6 +6,7 @@ Emacs starts it; it stops when Emacs closes its stdin or asks it to.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -40,10 +41,8 @@ def main() -> None:
     # pygls logs every error it sends as an error of its own; the sidecar
     # logs what matters at its RPC boundary.
     logging.getLogger("pygls").setLevel(logging.CRITICAL)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

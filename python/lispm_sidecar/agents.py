@@ -7,6 +7,7 @@ the HTTP server and the token's folder.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,12 +59,13 @@ class Agents:
 
     root: Path
     owner_pid: int
-    list_agents: "ListAgents"
+    list_agents: ListAgents
     on_connected: Callable[[str], None]
     by_name: dict[str, Agent] = field(default_factory=dict)
 
-    async def start(self, name: str, kind: str, folder: str, port: int = 0,
-                    restore: bool = False) -> Agent:
+    async def start(
+        self, name: str, kind: str, folder: str, port: int = 0, restore: bool = False
+    ) -> Agent:
         """Start the MCP server of a new agent, or of one Emacs already had.
 
         With RESTORE, the agent keeps its token (read back from its folder)
@@ -118,8 +120,9 @@ class Agents:
 
     async def stop_all(self, keep_files: bool) -> None:
         """Stop every server; with KEEP_FILES the tokens stay for a restart."""
-        for agent in list(self.by_name.values()):
-            await agent.server.stop()
-            if not keep_files:
-                agent.files.remove()
+        agents = list(self.by_name.values())
         self.by_name.clear()
+        await asyncio.gather(*(agent.server.stop() for agent in agents))
+        if not keep_files:
+            for agent in agents:
+                agent.files.remove()

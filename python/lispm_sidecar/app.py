@@ -99,8 +99,12 @@ class Sidecar:
         removed = remove_orphans(self.root)
         if removed:
             log.info("removed files of agents whose Emacs died: %s", ", ".join(removed))
-        return {"protocol": PROTOCOL_VERSION, "version": __version__, "pid": os.getpid(),
-                "runtime_dir": str(self.root)}
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "version": __version__,
+            "pid": os.getpid(),
+            "runtime_dir": str(self.root),
+        }
 
     async def agent_start(self, params: Params) -> Params:
         """Start an agent's server; see `Agents.start`."""
@@ -120,8 +124,12 @@ class Sidecar:
 
     async def list_served(self, params: Params) -> Params:
         """Return the agents this sidecar serves."""
-        return {"agents": [dict(agent.describe(), connected=agent.connected)
-                           for agent in self.agents.by_name.values()]}
+        return {
+            "agents": [
+                dict(agent.describe(), connected=agent.connected)
+                for agent in self.agents.by_name.values()
+            ]
+        }
 
     async def ping(self, params: Params) -> Params:
         """Return PARAMS unchanged."""

@@ -46,8 +46,13 @@ async def _refuse(send: Send, status: int, error: str, extra: list[tuple[bytes, 
 class Guard:
     """An ASGI wrapper that lets through only local requests with the right token."""
 
-    def __init__(self, app: ASGIApp, token: str, port: Callable[[], int],
-                 on_authenticated: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        port: Callable[[], int],
+        on_authenticated: Callable[[], None],
+    ) -> None:
         self._app = app
         self._expected = f"Bearer {token}".encode()
         self._port = port
@@ -127,8 +132,14 @@ class HttpServer:
         sock = _listen(port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self._app, lifespan="on", log_config=None, log_level="warning",
-            access_log=False, ws="none", http="h11", timeout_graceful_shutdown=1,
+            self._app,
+            lifespan="on",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            ws="none",
+            http="h11",
+            timeout_graceful_shutdown=1,
         )
         self._server = _EmbeddedUvicorn(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))

@@ -67,7 +67,9 @@ class LinkProtocol(JsonRPCProtocol):  # type: ignore[misc]
                 return JsonRPCRequestMessage(
                     id=data["id"], method=data["method"], jsonrpc=data["jsonrpc"], params=params
                 )
-            return JsonRPCNotification(method=data["method"], jsonrpc=data["jsonrpc"], params=params)
+            return JsonRPCNotification(
+                method=data["method"], jsonrpc=data["jsonrpc"], params=params
+            )
         if "error" in data:
             error = data["error"] or {}
             return ResponseErrorMessage(
@@ -78,7 +80,9 @@ class LinkProtocol(JsonRPCProtocol):  # type: ignore[misc]
                     data=error.get("data"),
                 ),
             )
-        return JsonRPCResponseMessage(id=data["id"], jsonrpc=data["jsonrpc"], result=data.get("result"))
+        return JsonRPCResponseMessage(
+            id=data["id"], jsonrpc=data["jsonrpc"], result=data.get("result")
+        )
 
     def _send_data(self, data: Any) -> None:
         if self.byte_writer is None or data is None:
@@ -97,7 +101,7 @@ def _plain(message: Any) -> dict[str, Any]:
     """Turn one of pygls' message objects into the dict that goes on the wire."""
     if isinstance(message, JsonRPCResponseMessage):
         return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
-    if isinstance(message, ResponseErrorMessage):
+    if isinstance(message, ResponseErrorMessage) and message.error is not None:
         error: dict[str, Any] = {"code": message.error.code, "message": message.error.message}
         if message.error.data is not None:
             error["data"] = message.error.data
@@ -144,7 +148,7 @@ class EmacsLink:
 
     def __init__(self) -> None:
         self.server = JsonRPCServer(LinkProtocol, converters.get_converter)
-        self.protocol: LinkProtocol = self.server.protocol
+        self.protocol: LinkProtocol = self.server.protocol  # type: ignore[assignment]
 
     def method(self, name: str) -> Callable[[Handler], Handler]:
         """Register the decorated coroutine as the handler of NAME."""
@@ -167,10 +171,14 @@ class EmacsLink:
             or not ("method" in message or "id" in message)
         ):
             msg_id = message.get("id") if isinstance(message, dict) else None
-            self.protocol.send_error(msg_id, JsonRpcInvalidRequest.CODE, "not a JSON-RPC 2.0 message")
+            self.protocol.send_error(
+                msg_id, JsonRpcInvalidRequest.CODE, "not a JSON-RPC 2.0 message"
+            )
             return
         if "method" in message and not isinstance(message["method"], str):
-            self.protocol.send_error(message.get("id"), JsonRpcInvalidRequest.CODE, "method must be a string")
+            self.protocol.send_error(
+                message.get("id"), JsonRpcInvalidRequest.CODE, "method must be a string"
+            )
             return
         try:
             self.protocol.handle_message(self.protocol.structure_message(message))
@@ -189,19 +197,19 @@ class EmacsLink:
         """Send Emacs the notification METHOD."""
         self.protocol.notify(method, params)
 
-    async def request(self, method: str, params: Params, timeout: float = EMACS_TIMEOUT) -> Any:
+    async def request(self, method: str, params: Params, within: float = EMACS_TIMEOUT) -> Any:
         """Ask Emacs METHOD and return its answer.
 
         Raises `EmacsUnavailable` if Emacs answers with an error or not within
-        TIMEOUT seconds.
+        WITHIN seconds.
         """
         msg_id = str(uuid.uuid4())
         answer = self.protocol.send_request_async(method, params, msg_id=msg_id)
         try:
-            return await asyncio.wait_for(answer, timeout)
+            return await asyncio.wait_for(answer, within)
         except TimeoutError as err:
             # A late answer must find nothing to complete (pygls would raise on it).
             self.protocol._request_futures.pop(msg_id, None)
-            raise EmacsUnavailable(f"Emacs did not answer {method} within {timeout:g} s") from err
+            raise EmacsUnavailable(f"Emacs did not answer {method} within {within:g} s") from err
         except JsonRpcException as err:
             raise EmacsUnavailable(f"Emacs failed {method}: {err.message}") from err

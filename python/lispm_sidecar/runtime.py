@@ -92,7 +92,11 @@ class AgentFiles:
         """Write the `--mcp-config` file that points Claude Code at its server."""
         config = {
             "mcpServers": {
-                "lispm": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+                "lispm": {
+                    "type": "http",
+                    "url": url,
+                    "headers": {"Authorization": f"Bearer {token}"},
+                }
             }
         }
         write_private(self.claude_mcp_config, orjson.dumps(config, option=orjson.OPT_INDENT_2))
@@ -114,7 +118,7 @@ def _alive(pid: int) -> bool:
 
 def remove_orphans(root: Path) -> list[str]:
     """Remove agent folders whose owning Emacs is gone; return their names."""
-    removed = []
+    removed: list[str] = []
     agents = root / "agents"
     if not agents.is_dir():
         return removed

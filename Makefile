@@ -1,0 +1,76 @@
+# LispM: `make test' and `make demo' install what they need, then run.
+# Everything is project-local (.venv, .deps/npm) except Debian packages.
+
+SHELL := /bin/bash
+EMACS ?= emacs
+PYTHON_BOOT ?= python3
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+NPM_DIR := $(CURDIR)/.deps/npm
+NPM_BIN := $(NPM_DIR)/node_modules/.bin
+NPM_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @emacs-eask/cli@0.12.9
+EL_FILES := $(wildcard elisp/*.el elisp/apps/*.el)
+VERSION := 0.1.0
+
+export LISPM_SIDECAR_PYTHON := $(PY)
+export LISPM_NPM_BIN := $(NPM_BIN)
+export EMACS
+
+.PHONY: all install system-deps venv npm compile lint test test-fast demo bench package clean
+
+all: test
+
+install: system-deps venv npm
+
+system-deps:
+	@sh scripts/install-system-deps.sh
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: python/pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e './python[test]'
+	@touch $@
+
+npm: $(NPM_DIR)/.installed
+$(NPM_DIR)/.installed: Makefile
+	@mkdir -p $(NPM_DIR)
+	@[ -f $(NPM_DIR)/package.json ] || echo '{"name":"lispm-deps","private":true}' > $(NPM_DIR)/package.json
+	cd $(NPM_DIR) && npm install --no-save --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
+	@touch $@
+
+# Byte-compile every file with warnings as errors, then drop the .elc
+# files so the tests always run the sources.
+compile: system-deps
+	@$(EMACS) --batch -Q -L elisp -L elisp/apps -l scripts/compile.el $(EL_FILES)
+
+lint: system-deps venv
+	@$(EMACS) --batch -Q -L elisp -L elisp/apps -l scripts/checkdoc.el $(EL_FILES)
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/mypy python/lispm_sidecar
+
+test: install compile lint
+	$(PY) -m pytest
+
+test-fast: install
+	$(PY) -m pytest -m 'not e2e'
+
+demo: install
+	@bash scripts/demo.sh
+
+bench: install
+	$(PY) -m tests.bench
+
+package: system-deps
+	@rm -rf dist && mkdir -p dist/lispm-$(VERSION)/python dist/lispm-$(VERSION)/apps
+	cp elisp/*.el dist/lispm-$(VERSION)/
+	cp elisp/apps/*.el elisp/apps/*.org dist/lispm-$(VERSION)/apps/ 2>/dev/null || true
+	cp -r python/pyproject.toml python/lispm_sidecar dist/lispm-$(VERSION)/python/
+	find dist -name __pycache__ -prune -exec rm -rf {} +
+	$(EMACS) --batch -Q -l scripts/mkpkg.el elisp/lispm.el dist/lispm-$(VERSION)
+	tar -C dist -cf dist/lispm-$(VERSION).tar lispm-$(VERSION)
+	@rm -rf dist/lispm-$(VERSION)
+	@echo "dist/lispm-$(VERSION).tar"
+
+clean:
+	rm -rf dist .pytest_cache .mypy_cache .ruff_cache
+	find . -name '*.elc' -delete

@@ -1,0 +1,274 @@
+;;; lispm-agents.el --- The registry of LispM's agents and their lifecycle  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; Emacs is the source of truth about agents: it creates them, names
+;; them, runs their terminals and knows their state.  An agent's life:
+;;
+;;   starting  the sidecar starts its MCP server, then its CLI starts in a
+;;             terminal (state set by `lispm-agent-start')
+;;   running   its CLI has reached its MCP server (set when the sidecar
+;;             sends `lispm/agent-connected')
+;;   exited    its terminal closed: the process ended or the buffer was
+;;             killed; its server stops and it leaves the registry
+;;
+;; Each kind of CLI (claude, codex, ...) is an adapter: methods of the
+;; generic functions in the "Adapters" chapter, in a file of its own.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'project)
+(require 'lispm-base)
+(require 'lispm-sidecar)
+(require 'lispm-term)
+
+;;; Agents
+
+(cl-defstruct (lispm-agent (:constructor lispm-agent--make) (:copier nil))
+  "One agent: a CLI in a terminal, with its own MCP server."
+  (name nil :documentation "Unique among live agents: claude, claude-2, ...")
+  (kind nil :documentation "The adapter, a symbol such as `claude'.")
+  (folder nil :documentation "The directory the agent works in, a truename.")
+  (state 'starting :documentation "One of `starting', `running', `exited'.")
+  (buffer nil :documentation "The terminal buffer, once the CLI started.")
+  (port nil :documentation "The port of the agent's MCP server.")
+  (launch nil :documentation "The sidecar's launch facts, a plist.")
+  (queued 0 :documentation "Messages waiting for delivery to the agent.")
+  (serial 0 :documentation "Creation order among all agents of this session."))
+
+(defvar lispm-agents--by-name (make-hash-table :test #'equal)
+  "The live agents, by name.")
+
+(defvar lispm-agents-changed-hook nil
+  "Hook run whenever an agent appears, changes state or leaves.")
+
+(defvar lispm-agents--serial 0
+  "Counter that orders agents by creation.")
+
+(defun lispm-agents ()
+  "Return the live agents, oldest first."
+  (sort (hash-table-values lispm-agents--by-name)
+        (lambda (a b) (< (lispm-agent-serial a) (lispm-agent-serial b)))))
+
+(defun lispm-agent-get (name)
+  "Return the live agent named NAME, or nil."
+  (gethash name lispm-agents--by-name))
+
+(defun lispm-agent-live-p (agent)
+  "Return non-nil if AGENT is still in the registry."
+  (eq (gethash (lispm-agent-name agent) lispm-agents--by-name) agent))
+
+(defun lispm-agents--changed ()
+  "Tell everyone who watches agents that something changed."
+  (run-hooks 'lispm-agents-changed-hook))
+
+(defun lispm-agents--set-state (agent state)
+  "Set AGENT's STATE and announce it."
+  (unless (eq (lispm-agent-state agent) state)
+    (setf (lispm-agent-state agent) state)
+    (lispm-agents--changed)))
+
+(defun lispm-agents--unique-name (kind)
+  "Return the first free name for an agent of KIND: claude, claude-2, ..."
+  (let ((base (symbol-name kind)))
+    (cl-loop for n from 1
+             for name = (if (= n 1) base (format "%s-%d" base n))
+             unless (lispm-agent-get name) return name)))
+
+;;; Adapters
+
+(defvar lispm-agent-kinds nil
+  "The kinds of agent LispM can start, as (KIND . DESCRIPTION), in order.")
+
+(defun lispm-agents-define-kind (kind description)
+  "Make KIND, a symbol, an agent kind that can be started; DESCRIPTION names it."
+  (setf (alist-get kind lispm-agent-kinds) description))
+
+(cl-defgeneric lispm-agent-program (kind)
+  "Return the executable that runs agents of KIND.")
+
+(cl-defgeneric lispm-agent-npm-package (kind)
+  "Return the npm package that installs the CLI of KIND.")
+
+(cl-defgeneric lispm-agent-command (kind agent)
+  "Return the command, a list of program and args, that starts AGENT of KIND.
+AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
+
+(cl-defgeneric lispm-agent-environment (kind agent)
+  "Return extra environment entries (\"VAR=value\") for AGENT of KIND."
+  (ignore kind agent)
+  nil)
+
+(defun lispm-agent--executable (kind)
+  "Return the full path of KIND's CLI, or signal a `user-error' saying how to get it."
+  (let ((program (lispm-agent-program kind)))
+    (or (executable-find program)
+        (user-error "Cannot find `%s' for %s: install it with `npm install -g %s' \
+or set `lispm-%s-program'"
+                    program (alist-get kind lispm-agent-kinds)
+                    (lispm-agent-npm-package kind) kind))))
+
+;;; Starting
+
+(defun lispm-agents--default-folder ()
+  "Return the folder a new agent works in: the current project's root."
+  (file-name-as-directory
+   (file-truename (if-let* ((project (project-current)))
+                      (project-root project)
+                    default-directory))))
+
+(defun lispm-agent-start (kind &optional folder display)
+  "Start an agent of KIND working in FOLDER, and return it.
+FOLDER defaults to the current project's root.  The agent shows in the
+list at once as `starting'; its terminal opens when its MCP server is
+up, and is displayed then if DISPLAY is non-nil.  Signal a `user-error'
+if KIND's CLI is not installed."
+  (unless (assq kind lispm-agent-kinds)
+    (user-error "Unknown agent kind %s; known: %s" kind
+                (mapconcat (lambda (k) (symbol-name (car k))) lispm-agent-kinds ", ")))
+  (lispm-agent--executable kind)
+  (let* ((folder (file-name-as-directory
+                  (file-truename (or folder (lispm-agents--default-folder)))))
+         (name (lispm-agents--unique-name kind))
+         (agent (lispm-agent--make :name name :kind kind :folder folder
+                                   :serial (cl-incf lispm-agents--serial))))
+    (unless (file-directory-p folder)
+      (user-error "No such folder: %s" folder))
+    (puthash name agent lispm-agents--by-name)
+    (lispm-agents--changed)
+    (condition-case err
+        (lispm-sidecar-async-request
+         'lispm/agent-start
+         (list :name name :kind (symbol-name kind)
+               :folder (directory-file-name folder))
+         :on-success (lambda (launch) (lispm-agents--launch agent launch display))
+         :on-error (lambda (text) (lispm-agents--failed agent text)))
+      (error (lispm-agents--failed agent (error-message-string err))))
+    agent))
+
+(defun lispm-agents--failed (agent text)
+  "Drop AGENT, which could not start, and say why (TEXT)."
+  (remhash (lispm-agent-name agent) lispm-agents--by-name)
+  (lispm-agents--changed)
+  (message "LispM: %s could not start: %s" (lispm-agent-name agent) text))
+
+(defun lispm-agents--launch (agent launch display)
+  "Start AGENT's CLI in a terminal, now that its server is up (LAUNCH).
+Display the terminal if DISPLAY is non-nil."
+  (setf (lispm-agent-launch agent) launch
+        (lispm-agent-port agent) (plist-get launch :port))
+  (if (not (lispm-agent-live-p agent))
+      ;; Closed while its server was starting.
+      (lispm-sidecar-async-request 'lispm/agent-stop
+                                   (list :name (lispm-agent-name agent)))
+    (condition-case err
+        (let* ((kind (lispm-agent-kind agent))
+               (buffer (lispm-term-start
+                        (format "*lispm: %s*" (lispm-agent-name agent))
+                        (lispm-agent-command kind agent)
+                        :directory (lispm-agent-folder agent)
+                        :environment (lispm-agent-environment kind agent))))
+          (setf (lispm-agent-buffer agent) buffer)
+          (with-current-buffer buffer
+            (setq-local lispm-agent--this agent)
+            (add-hook 'kill-buffer-hook #'lispm-agents--buffer-killed nil t))
+          (lispm-term-add-exit-function
+           buffer (lambda (_buffer _status) (lispm-agent--closed agent)))
+          (lispm-agents--changed)
+          (when display (pop-to-buffer buffer))
+          (run-hook-with-args 'lispm-agent-started-functions agent))
+      (error
+       (lispm-agent--closed agent)
+       (message "LispM: %s could not start: %s" (lispm-agent-name agent)
+                (error-message-string err))))))
+
+(defvar lispm-agent-started-functions nil
+  "Functions called with an agent whose terminal has just started.")
+
+(defvar-local lispm-agent--this nil
+  "The agent whose terminal this buffer is.")
+
+(defun lispm-agent-of-buffer (&optional buffer)
+  "Return the agent whose terminal is BUFFER (default: the current buffer)."
+  (buffer-local-value 'lispm-agent--this (or buffer (current-buffer))))
+
+(defun lispm-agent-start-and-show (kind &optional folder)
+  "Start an agent of KIND in FOLDER and show its terminal when it opens."
+  (lispm-agent-start kind folder t)
+  (message "LispM: starting %s..." (alist-get kind lispm-agent-kinds)))
+
+;;; Closing
+
+(defun lispm-agents--buffer-killed ()
+  "Close the agent whose terminal buffer is being killed."
+  (when lispm-agent--this
+    (lispm-agent--closed lispm-agent--this)))
+
+(defun lispm-agent--closed (agent)
+  "Note that AGENT's terminal has closed: stop its server and forget it."
+  (when (lispm-agent-live-p agent)
+    (remhash (lispm-agent-name agent) lispm-agents--by-name)
+    (setf (lispm-agent-state agent) 'exited)
+    (when (lispm-sidecar-live-p)
+      (lispm-sidecar-async-request
+       'lispm/agent-stop (list :name (lispm-agent-name agent))
+       :on-error #'ignore))
+    (lispm-agents--changed)))
+
+(defun lispm-agent-close (agent)
+  "End AGENT: kill its terminal, which ends its CLI and stops its server."
+  (let ((buffer (lispm-agent-buffer agent)))
+    (if (buffer-live-p buffer)
+        (let ((kill-buffer-query-functions nil))
+          (kill-buffer buffer))
+      (lispm-agent--closed agent))))
+
+;;; What the sidecar asks and tells
+
+(defun lispm-agent-describe (agent)
+  "Return AGENT as the agents see it: a plist for JSON."
+  (list :name (lispm-agent-name agent)
+        :kind (symbol-name (lispm-agent-kind agent))
+        :folder (directory-file-name (lispm-agent-folder agent))
+        :state (symbol-name (lispm-agent-state agent))))
+
+(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) _params)
+  "Return every live agent with its name, kind, folder and state."
+  (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))))
+
+(cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-connected)) params)
+  "Mark the agent named in PARAMS as running: its CLI reached its server."
+  (when-let* ((agent (lispm-agent-get (plist-get params :name))))
+    (lispm-agents--set-state agent 'running)))
+
+(defun lispm-agents--reregister ()
+  "Give a restarted sidecar every live agent back, with the same port and token."
+  (dolist (agent (lispm-agents))
+    (when-let* ((port (lispm-agent-port agent)))
+      (lispm-sidecar-async-request
+       'lispm/agent-start
+       (list :name (lispm-agent-name agent)
+             :kind (symbol-name (lispm-agent-kind agent))
+             :folder (directory-file-name (lispm-agent-folder agent))
+             :port port :restore t)
+       :on-error (lambda (text)
+                   (message "LispM: %s lost its MCP server: %s"
+                            (lispm-agent-name agent) text))))))
+
+(add-hook 'lispm-sidecar-connected-hook #'lispm-agents--reregister)
+
+(provide 'lispm-agents)
+;;; lispm-agents.el ends here

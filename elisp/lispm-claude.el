@@ -1,0 +1,67 @@
+;;; lispm-claude.el --- Claude Code as a LispM agent  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; The adapter for Claude Code (npm `@anthropic-ai/claude-code').  Claude
+;; reaches its own MCP server through `--mcp-config', a file only the
+;; user can read that holds the server's URL and token, so the token is
+;; neither on the command line nor in the environment of the commands
+;; Claude runs.  `--allowedTools' pre-approves LispM's tools; the user's
+;; own MCP servers stay (no `--strict-mcp-config').
+
+;;; Code:
+
+(require 'lispm-agents)
+
+(defgroup lispm-claude nil
+  "Claude Code in LispM."
+  :group 'lispm
+  :prefix "lispm-claude-")
+
+(defcustom lispm-claude-program "claude"
+  "The Claude Code executable: a name looked up in `exec-path', or a file."
+  :type 'string)
+
+(defcustom lispm-claude-arguments nil
+  "Extra command-line arguments for every Claude Code that LispM starts."
+  :type '(repeat string))
+
+(lispm-agents-define-kind 'claude "Claude Code")
+
+(cl-defmethod lispm-agent-program ((_kind (eql 'claude)))
+  "Return the Claude Code executable."
+  lispm-claude-program)
+
+(cl-defmethod lispm-agent-npm-package ((_kind (eql 'claude)))
+  "Return Claude Code's npm package."
+  "@anthropic-ai/claude-code")
+
+(cl-defmethod lispm-agent-command ((kind (eql 'claude)) agent)
+  "Return the command that starts Claude Code as AGENT of KIND."
+  (append (list (lispm-agent--executable kind)
+                "--mcp-config" (plist-get (lispm-agent-launch agent) :claude_mcp_config)
+                "--allowedTools" "mcp__lispm__*")
+          lispm-claude-arguments))
+
+;;;###autoload
+(defun lispm-claude (&optional folder)
+  "Start Claude Code in a LispM terminal at the current project's root.
+With a prefix argument, ask for the FOLDER to work in."
+  (interactive (list (and current-prefix-arg
+                          (read-directory-name "Claude Code in folder: "))))
+  (lispm-agent-start-and-show 'claude folder))
+
+(provide 'lispm-claude)
+;;; lispm-claude.el ends here

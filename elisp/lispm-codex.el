@@ -1,0 +1,91 @@
+;;; lispm-codex.el --- Codex as a LispM agent  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; The adapter for the Codex CLI (npm `@openai/codex').  Codex reaches
+;; its own MCP server through `-c mcp_servers.lispm.*' settings for this
+;; run only; the user's config.toml is never edited.  The bearer token
+;; reaches Codex in the variable `LISPM_MCP_TOKEN', read from the agent's
+;; private token file by a one-line shell launcher (so it is never on a
+;; command line), and `shell_environment_policy' keeps that variable out
+;; of the commands Codex runs.  LispM's tools are pre-approved.
+;;
+;; Codex runs with `--no-daemon': otherwise its first TUI starts a
+;; detached app server that outlives the terminal and keeps the first
+;; launcher's environment.
+
+;;; Code:
+
+(require 'lispm-agents)
+
+(defgroup lispm-codex nil
+  "Codex in LispM."
+  :group 'lispm
+  :prefix "lispm-codex-")
+
+(defcustom lispm-codex-program "codex"
+  "The Codex executable: a name looked up in `exec-path', or a file."
+  :type 'string)
+
+(defcustom lispm-codex-arguments nil
+  "Extra command-line arguments for every Codex that LispM starts."
+  :type '(repeat string))
+
+(defconst lispm-codex--token-variable "LISPM_MCP_TOKEN"
+  "The environment variable that carries the MCP token to Codex.")
+
+(lispm-agents-define-kind 'codex "Codex")
+
+(cl-defmethod lispm-agent-program ((_kind (eql 'codex)))
+  "Return the Codex executable."
+  lispm-codex-program)
+
+(cl-defmethod lispm-agent-npm-package ((_kind (eql 'codex)))
+  "Return Codex's npm package."
+  "@openai/codex")
+
+(defun lispm-codex--settings (url)
+  "Return Codex `-c' arguments that attach it to its MCP server at URL."
+  (cl-loop for (key . value)
+           in `(("mcp_servers.lispm.url" . ,(format "%S" url))
+                ("mcp_servers.lispm.bearer_token_env_var"
+                 . ,(format "%S" lispm-codex--token-variable))
+                ("mcp_servers.lispm.default_tools_approval_mode" . "\"approve\"")
+                ("shell_environment_policy.exclude"
+                 . ,(format "[%S]" lispm-codex--token-variable)))
+           append (list "-c" (concat key "=" value))))
+
+(cl-defmethod lispm-agent-command ((kind (eql 'codex)) agent)
+  "Return the command that starts Codex as AGENT of KIND."
+  (let ((launch (lispm-agent-launch agent)))
+    (append (list "/bin/sh" "-c"
+                  (format "read -r %1$s < \"$0\" && export %1$s && exec \"$@\""
+                          lispm-codex--token-variable)
+                  (plist-get launch :token_file)
+                  (lispm-agent--executable kind)
+                  "--no-daemon")
+            (lispm-codex--settings (plist-get launch :url))
+            lispm-codex-arguments)))
+
+;;;###autoload
+(defun lispm-codex (&optional folder)
+  "Start Codex in a LispM terminal at the current project's root.
+With a prefix argument, ask for the FOLDER to work in."
+  (interactive (list (and current-prefix-arg
+                          (read-directory-name "Codex in folder: "))))
+  (lispm-agent-start-and-show 'codex folder))
+
+(provide 'lispm-codex)
+;;; lispm-codex.el ends here

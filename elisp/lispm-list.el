@@ -1,0 +1,109 @@
+;;; lispm-list.el --- The list of LispM agents  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; `M-x lispm' shows every live agent in one list: name, kind, folder,
+;; state, queued messages and MCP port.  The list follows the registry
+;; live.  RET visits an agent's terminal, `k' closes the agent, `g'
+;; refreshes, `s' starts a new agent.
+
+;;; Code:
+
+(require 'tabulated-list)
+(require 'lispm-agents)
+
+(defconst lispm-list-buffer-name "*LispM*"
+  "The name of the agent list's buffer.")
+
+(defvar-keymap lispm-list-mode-map
+  :doc "Keymap of the LispM agent list."
+  "RET" #'lispm-list-visit
+  "k" #'lispm-list-close
+  "s" #'lispm-start-agent)
+
+(define-derived-mode lispm-list-mode tabulated-list-mode "LispM"
+  "The list of LispM's agents.
+\\{lispm-list-mode-map}"
+  (setq tabulated-list-format
+        [("Name" 12 t) ("Kind" 8 t) ("Folder" 36 t) ("State" 10 t)
+         ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)])
+  (setq tabulated-list-padding 1)
+  (add-hook 'tabulated-list-revert-hook #'lispm-list--fill nil t)
+  (tabulated-list-init-header))
+
+(defface lispm-list-starting '((t :inherit shadow))
+  "Face of the state of an agent that is starting.")
+
+(defface lispm-list-running '((t :inherit success))
+  "Face of the state of an agent that is running.")
+
+(defun lispm-list--entry (agent)
+  "Return the tabulated-list entry of AGENT."
+  (let ((state (symbol-name (lispm-agent-state agent))))
+    (list (lispm-agent-name agent)
+          (vector (lispm-agent-name agent)
+                  (symbol-name (lispm-agent-kind agent))
+                  (abbreviate-file-name (lispm-agent-folder agent))
+                  (propertize state 'face (intern-soft (concat "lispm-list-" state)))
+                  (number-to-string (lispm-agent-queued agent))
+                  (if-let* ((port (lispm-agent-port agent))) (number-to-string port) "")))))
+
+(defun lispm-list--fill ()
+  "Fill the list from the registry."
+  (setq tabulated-list-entries (mapcar #'lispm-list--entry (lispm-agents))))
+
+(defun lispm-list--refresh ()
+  "Redisplay the agent list, if it is open, keeping point on its agent."
+  (when-let* ((buffer (get-buffer lispm-list-buffer-name)))
+    (with-current-buffer buffer
+      (lispm-list--fill)
+      (tabulated-list-print t))))
+
+(add-hook 'lispm-agents-changed-hook #'lispm-list--refresh)
+
+(defun lispm-list--agent ()
+  "Return the agent on the current line, or signal a `user-error'."
+  (or (when-let* ((name (tabulated-list-get-id))) (lispm-agent-get name))
+      (user-error "No agent on this line")))
+
+(defun lispm-list-visit ()
+  "Visit the terminal of the agent on this line."
+  (interactive nil lispm-list-mode)
+  (let ((buffer (lispm-agent-buffer (lispm-list--agent))))
+    (if (buffer-live-p buffer)
+        (pop-to-buffer buffer)
+      (user-error "That agent's terminal is not open yet"))))
+
+(defun lispm-list-close ()
+  "Close the agent on this line: end its CLI and stop its server."
+  (interactive nil lispm-list-mode)
+  (let ((agent (lispm-list--agent)))
+    (when (y-or-n-p (format "Close %s? " (lispm-agent-name agent)))
+      (lispm-agent-close agent))))
+
+;;;###autoload
+(defun lispm ()
+  "Show the list of LispM's agents."
+  (interactive)
+  (let ((buffer (get-buffer-create lispm-list-buffer-name)))
+    (with-current-buffer buffer
+      (unless (derived-mode-p 'lispm-list-mode)
+        (lispm-list-mode))
+      (lispm-list--fill)
+      (tabulated-list-print t))
+    (pop-to-buffer-same-window buffer)))
+
+(provide 'lispm-list)
+;;; lispm-list.el ends here

@@ -1,0 +1,63 @@
+;;; lispm.el --- A Lisp Machine for AI agents, built on Emacs  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "29.1"))
+;; URL: https://example.invalid/lispm
+
+;;; Commentary:
+
+;; LispM runs the agent CLIs people already use (Claude Code, Codex, ...)
+;; in Emacs terminals, all in one list, each with a private MCP server
+;; of its own served by LispM's Python sidecar.
+;;
+;; Start here:
+;;   M-x lispm               the list of agents
+;;   M-x lispm-claude        Claude Code at the current project's root
+;;   M-x lispm-codex         Codex at the current project's root
+;;   M-x lispm-start-agent   ask which agent to start
+;;   M-x lispm-apps          the App Store and its Classic AI shelf
+;;
+;; The files, one concern each:
+;;   lispm-base.el      group, version, root error
+;;   lispm-sidecar.el   start/restart the sidecar, JSON-RPC both ways
+;;   lispm-term.el      terminal backends: vterm, eat, term (with fixes)
+;;   lispm-agents.el    the agent registry and its lifecycle
+;;   lispm-claude.el, lispm-codex.el   one adapter per CLI
+;;   lispm-list.el      the agent list
+;;   lispm-apps.el, apps/   the App Store and its apps
+
+;;; Code:
+
+(require 'lispm-base)
+(require 'lispm-sidecar)
+(require 'lispm-agents)
+(require 'lispm-claude)
+(require 'lispm-codex)
+(require 'lispm-list)
+
+;;;###autoload
+(defun lispm-start-agent (kind &optional folder)
+  "Start an agent of KIND, asked for, at the current project's root.
+With a prefix argument, also ask for the FOLDER to work in."
+  (interactive
+   (list (intern (completing-read
+                  "Start agent: "
+                  (mapcar (lambda (k) (symbol-name (car k))) lispm-agent-kinds)
+                  nil t))
+         (and current-prefix-arg (read-directory-name "In folder: "))))
+  (lispm-agent-start-and-show kind folder))
+
+(provide 'lispm)
+;;; lispm.el ends here
