@@ -60,7 +60,8 @@
 
 (defun lispm-agents ()
   "Return the live agents, oldest first."
-  (sort (hash-table-values lispm-agents--by-name)
+  (sort (cl-loop for agent being the hash-values of lispm-agents--by-name
+                 collect agent)
         (lambda (a b) (< (lispm-agent-serial a) (lispm-agent-serial b)))))
 
 (defun lispm-agent-get (name)
@@ -98,22 +99,22 @@
   (setf (alist-get kind lispm-agent-kinds) description))
 
 (cl-defgeneric lispm-agent-program (kind)
-  "Return the executable that runs agents of KIND.")
+  "Return the executable of agents of KIND.")
 
 (cl-defgeneric lispm-agent-npm-package (kind)
-  "Return the npm package that installs the CLI of KIND.")
+  "Return the npm package of the CLI of KIND.")
 
 (cl-defgeneric lispm-agent-command (kind agent)
-  "Return the command, a list of program and args, that starts AGENT of KIND.
+  "Return the command, a list of program and args, to start AGENT of KIND.
 AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
 
-(cl-defgeneric lispm-agent-environment (kind agent)
-  "Return extra environment entries (\"VAR=value\") for AGENT of KIND."
-  (ignore kind agent)
+(cl-defgeneric lispm-agent-environment (_kind _agent)
+  "Return extra environment entries (\"VAR=value\") for an agent of a kind."
   nil)
 
 (defun lispm-agent--executable (kind)
-  "Return the full path of KIND's CLI, or signal a `user-error' saying how to get it."
+  "Return the full path of KIND's CLI.
+Signal a `user-error' naming the npm package if it is not installed."
   (let ((program (lispm-agent-program kind)))
     (or (executable-find program)
         (user-error "Cannot find `%s' for %s: install it with `npm install -g %s' \
@@ -152,12 +153,30 @@ if KIND's CLI is not installed."
     (condition-case err
         (lispm-sidecar-async-request
          'lispm/agent-start
-         (list :name name :kind (symbol-name kind)
-               :folder (directory-file-name folder))
+         (lispm-agents--identity agent)
          :on-success (lambda (launch) (lispm-agents--launch agent launch display))
          :on-error (lambda (text) (lispm-agents--failed agent text)))
       (error (lispm-agents--failed agent (error-message-string err))))
     agent))
+
+(defun lispm-agents--identity (agent &rest more)
+  "Return the params that name AGENT to the sidecar, followed by MORE.
+Names are reused, so the serial number tells this agent from an earlier
+agent of the same name."
+  (append (list :name (lispm-agent-name agent)
+                :kind (symbol-name (lispm-agent-kind agent))
+                :folder (directory-file-name (lispm-agent-folder agent))
+                :instance (lispm-agent-serial agent))
+          more))
+
+(defun lispm-agents--stop-server (agent)
+  "Ask the sidecar to stop AGENT's server."
+  (when (lispm-sidecar-live-p)
+    (lispm-sidecar-async-request
+     'lispm/agent-stop (list :name (lispm-agent-name agent)
+                             :instance (lispm-agent-serial agent))
+     :on-error (lambda (text)
+                 (message "LispM: stopping %s's server: %s" (lispm-agent-name agent) text)))))
 
 (defun lispm-agents--failed (agent text)
   "Drop AGENT, which could not start, and say why (TEXT)."
@@ -171,9 +190,8 @@ Display the terminal if DISPLAY is non-nil."
   (setf (lispm-agent-launch agent) launch
         (lispm-agent-port agent) (plist-get launch :port))
   (if (not (lispm-agent-live-p agent))
-      ;; Closed while its server was starting.
-      (lispm-sidecar-async-request 'lispm/agent-stop
-                                   (list :name (lispm-agent-name agent)))
+      ;; Closed while its server was starting: it is up now, stop it.
+      (lispm-agents--stop-server agent)
     (condition-case err
         (let* ((kind (lispm-agent-kind agent))
                (buffer (lispm-term-start
@@ -222,10 +240,10 @@ Display the terminal if DISPLAY is non-nil."
   (when (lispm-agent-live-p agent)
     (remhash (lispm-agent-name agent) lispm-agents--by-name)
     (setf (lispm-agent-state agent) 'exited)
-    (when (lispm-sidecar-live-p)
-      (lispm-sidecar-async-request
-       'lispm/agent-stop (list :name (lispm-agent-name agent))
-       :on-error #'ignore))
+    ;; Without a port its server is still starting; `lispm-agents--launch'
+    ;; stops it when the sidecar answers.
+    (when (lispm-agent-port agent)
+      (lispm-agents--stop-server agent))
     (lispm-agents--changed)))
 
 (defun lispm-agent-close (agent)
@@ -259,11 +277,7 @@ Display the terminal if DISPLAY is non-nil."
   (dolist (agent (lispm-agents))
     (when-let* ((port (lispm-agent-port agent)))
       (lispm-sidecar-async-request
-       'lispm/agent-start
-       (list :name (lispm-agent-name agent)
-             :kind (symbol-name (lispm-agent-kind agent))
-             :folder (directory-file-name (lispm-agent-folder agent))
-             :port port :restore t)
+       'lispm/agent-start (lispm-agents--identity agent :port port :restore t)
        :on-error (lambda (text)
                    (message "LispM: %s lost its MCP server: %s"
                             (lispm-agent-name agent) text))))))

@@ -31,7 +31,7 @@
   :prefix "lispm-claude-")
 
 (defcustom lispm-claude-program "claude"
-  "The Claude Code executable: a name looked up in `exec-path', or a file."
+  "The Claude Code executable: a name looked up in variable `exec-path', or a file."
   :type 'string)
 
 (defcustom lispm-claude-arguments nil
@@ -49,7 +49,7 @@
   "@anthropic-ai/claude-code")
 
 (cl-defmethod lispm-agent-command ((kind (eql 'claude)) agent)
-  "Return the command that starts Claude Code as AGENT of KIND."
+  "Return the command to start Claude Code as AGENT of KIND."
   (append (list (lispm-agent--executable kind)
                 "--mcp-config" (plist-get (lispm-agent-launch agent) :claude_mcp_config)
                 "--allowedTools" "mcp__lispm__*")

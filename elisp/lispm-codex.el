@@ -36,7 +36,7 @@
   :prefix "lispm-codex-")
 
 (defcustom lispm-codex-program "codex"
-  "The Codex executable: a name looked up in `exec-path', or a file."
+  "The Codex executable: a name looked up in variable `exec-path', or a file."
   :type 'string)
 
 (defcustom lispm-codex-arguments nil
@@ -68,7 +68,7 @@
            append (list "-c" (concat key "=" value))))
 
 (cl-defmethod lispm-agent-command ((kind (eql 'codex)) agent)
-  "Return the command that starts Codex as AGENT of KIND."
+  "Return the command to start Codex as AGENT of KIND."
   (let ((launch (lispm-agent-launch agent)))
     (append (list "/bin/sh" "-c"
                   (format "read -r %1$s < \"$0\" && export %1$s && exec \"$@\""

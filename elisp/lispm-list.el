@@ -24,6 +24,8 @@
 (require 'tabulated-list)
 (require 'lispm-agents)
 
+(declare-function lispm-start-agent "lispm" (kind &optional folder))
+
 (defconst lispm-list-buffer-name "*LispM*"
   "The name of the agent list's buffer.")
 

@@ -59,7 +59,7 @@ that \\[lispm-install-sidecar] creates in `lispm-sidecar-venv-directory'."
 ;;; Finding Python and the sidecar's sources
 
 (defun lispm-sidecar--source-directory ()
-  "Return the directory that holds the `lispm_sidecar' Python package.
+  "Return the directory of the `lispm_sidecar' Python package.
 An installed package carries it in its `python' folder; a source
 checkout has it in `python' next to `elisp'."
   (cl-loop for dir in (list (expand-file-name "python" lispm-directory)
@@ -82,7 +82,7 @@ checkout has it in `python' next to `elisp'."
 
 ;;; The connection
 
-(defclass lispm-sidecar-connection (jsonrpc-process-connection) ()
+(defclass lispm-sidecar-jsonrpc-connection (jsonrpc-process-connection) ()
   :documentation "The JSON-RPC connection to LispM's sidecar.")
 
 (defvar lispm-sidecar--connection nil
@@ -148,7 +148,7 @@ on it re-register whatever the sidecar must know, such as live agents.")
 (defun lispm-sidecar--start ()
   "Start the sidecar, greet it and return the connection."
   (let* ((connection
-          (apply #'make-instance 'lispm-sidecar-connection
+          (apply #'make-instance 'lispm-sidecar-jsonrpc-connection
                  :name "lispm-sidecar"
                  :process #'lispm-sidecar--make-process
                  :request-dispatcher #'lispm-sidecar--dispatch-request
@@ -166,16 +166,14 @@ on it re-register whatever the sidecar must know, such as live agents.")
              (let ((tail (lispm-sidecar--stderr-tail connection))
                    (message (alist-get 'jsonrpc-error-message (cdr err)))
                    (code (alist-get 'jsonrpc-error-code (cdr err))))
-               (let ((lispm-sidecar--stopping t))
-                 (ignore-errors (jsonrpc-shutdown connection t)))
+               (lispm-sidecar--end connection 0)
                (if (eql code -32005)
                    (signal 'lispm-sidecar-version-mismatch (list message))
                  (signal 'lispm-sidecar-error
                          (list (format "The sidecar did not start: %s" message)
                                tail))))))))
     (unless (eql (plist-get hello :protocol) lispm-sidecar-protocol-version)
-      (let ((lispm-sidecar--stopping t))
-        (jsonrpc-shutdown connection t))
+      (lispm-sidecar--end connection 0)
       (signal 'lispm-sidecar-version-mismatch
               (list (format "the sidecar speaks protocol %s, LispM %s"
                             (plist-get hello :protocol)
@@ -217,7 +215,7 @@ not answer within 30 seconds."
      :timeout 30)))
 
 (defun lispm-sidecar-notify (method params)
-  "Send the sidecar the notification METHOD with PARAMS, if it runs."
+  "Send the sidecar the notification METHOD with PARAMS, if it is running."
   (when (lispm-sidecar-live-p)
     (jsonrpc-notify lispm-sidecar--connection method params)))
 
@@ -285,23 +283,30 @@ are added with `cl-defmethod' specialised on (eql \\='emacs/...).")
       (error (message "LispM: could not restart the sidecar: %s"
                       (error-message-string err))))))
 
+(defun lispm-sidecar--end (connection grace)
+  "End CONNECTION's sidecar: wait GRACE seconds for it to exit, then kill it."
+  (let ((lispm-sidecar--stopping t)
+        (process (jsonrpc--process connection))
+        (deadline (+ (float-time) grace)))
+    (while (and (process-live-p process) (< (float-time) deadline))
+      (accept-process-output process 0.05))
+    (delete-process process)
+    (jsonrpc-shutdown connection t)))
+
 (defun lispm-sidecar-stop ()
-  "Stop the sidecar, if it runs, without restarting it."
+  "Stop the sidecar, if it is running, without restarting it."
   (when (lispm-sidecar-live-p)
     (let ((lispm-sidecar--stopping t)
           (connection lispm-sidecar--connection))
       (ignore-errors (jsonrpc-request connection 'lispm/shutdown nil :timeout 5))
-      (jsonrpc-shutdown connection t))))
+      (lispm-sidecar--end connection 3))))
 
 (defun lispm-restart-sidecar ()
   "Restart the sidecar; live agents keep their servers, ports and tokens."
   (interactive)
   (when (lispm-sidecar-live-p)
-    (let ((lispm-sidecar--stopping t)
-          (connection lispm-sidecar--connection))
-      ;; A kill, not `lispm/shutdown': the agents' tokens must stay on disk.
-      (delete-process (jsonrpc--process connection))
-      (jsonrpc-shutdown connection t)))
+    ;; A kill, not `lispm/shutdown': the agents' tokens must stay on disk.
+    (lispm-sidecar--end lispm-sidecar--connection 0))
   (lispm-sidecar--start)
   (message "LispM: sidecar restarted (pid %s)" (lispm-sidecar-pid)))
 

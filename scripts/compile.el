@@ -16,7 +16,7 @@
     (let ((elc (byte-compile-dest-file file)))
       (when (file-exists-p elc) (delete-file elc))))
   (setq command-line-args-left nil)
-  (message "byte-compile: %d file(s), %d failed" (length command-line-args) failed)
+  (message "byte-compile: %d failed" failed)
   (kill-emacs (if (zerop failed) 0 1)))
 
 ;;; compile.el ends here

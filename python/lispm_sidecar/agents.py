@@ -31,6 +31,7 @@ class Agent:
     name: str
     kind: str
     folder: str
+    instance: int
     files: AgentFiles
     server: HttpServer
     connected: bool = False
@@ -64,7 +65,13 @@ class Agents:
     by_name: dict[str, Agent] = field(default_factory=dict)
 
     async def start(
-        self, name: str, kind: str, folder: str, port: int = 0, restore: bool = False
+        self,
+        name: str,
+        kind: str,
+        folder: str,
+        instance: int = 0,
+        port: int = 0,
+        restore: bool = False,
     ) -> Agent:
         """Start the MCP server of a new agent, or of one Emacs already had.
 
@@ -75,7 +82,7 @@ class Agents:
             raise AgentExists(f"an agent named {name} is already registered")
         if not Path(folder).is_absolute():
             raise InvalidParams(f"folder must be an absolute path: {folder!r}")
-        files = AgentFiles(self.root, self.owner_pid, name)
+        files = AgentFiles(self.root, self.owner_pid, name, instance)
         if restore:
             if port <= 0:
                 raise InvalidParams("restoring an agent needs its port")
@@ -104,17 +111,27 @@ class Agents:
             if not restore:
                 files.remove()
             raise
-        agent = Agent(name=name, kind=kind, folder=folder, files=files, server=server)
+        agent = Agent(
+            name=name, kind=kind, folder=folder, instance=instance, files=files, server=server
+        )
         files.write_claude_config(agent.url, token)
         self.by_name[name] = agent
         log.info("agent %s (%s) serves on port %d", name, kind, server.port)
         return agent
 
-    async def stop(self, name: str) -> None:
-        """Stop the server of agent NAME and delete its private files."""
-        agent = self.by_name.pop(name, None)
-        if agent is None:
-            raise UnknownAgent(f"no agent named {name}")
+    async def stop(self, name: str, instance: int | None = None) -> None:
+        """Stop the server of agent NAME and delete its private files.
+
+        Names are reused once an agent is gone, so Emacs also names the
+        INSTANCE it means: a late request for an earlier agent of the same
+        name must not stop its successor.
+        """
+        agent = self.by_name.get(name)
+        if agent is None or (instance is not None and agent.instance != instance):
+            raise UnknownAgent(
+                f"no agent named {name}" + (f" (instance {instance})" if instance else "")
+            )
+        del self.by_name[name]
         await agent.server.stop()
         agent.files.remove()
 

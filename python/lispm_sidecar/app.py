@@ -2,8 +2,8 @@
 
 Methods (Emacs → sidecar), all with object params:
 - `lispm/hello {protocol, version, emacs_pid}` → `{protocol, version, pid, runtime_dir}`
-- `lispm/agent-start {name, kind, folder, port?, restore?}` → the agent's launch facts
-- `lispm/agent-stop {name}` → `{}`
+- `lispm/agent-start {name, kind, folder, instance?, port?, restore?}` → launch facts
+- `lispm/agent-stop {name, instance?}` → `{}`
 - `lispm/agents {}` → `{agents: [...]}`, the sidecar's view (for debugging and tests)
 - `lispm/ping PARAMS` → PARAMS; `lispm/ping-emacs {count}` → `{count, seconds}`
 - `lispm/stats {}` → `{pid, rss_kb, agents}`
@@ -112,6 +112,7 @@ class Sidecar:
             name=_str(params, "name"),
             kind=_str(params, "kind"),
             folder=_str(params, "folder"),
+            instance=_int(params, "instance", 0),
             port=_int(params, "port", 0),
             restore=params.get("restore") is True,
         )
@@ -119,7 +120,8 @@ class Sidecar:
 
     async def agent_stop(self, params: Params) -> Params:
         """Stop an agent's server and delete its files."""
-        await self.agents.stop(_str(params, "name"))
+        instance = _int(params, "instance", 0) if "instance" in params else None
+        await self.agents.stop(_str(params, "name"), instance)
         return {}
 
     async def list_served(self, params: Params) -> Params:

@@ -67,10 +67,12 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 class AgentFiles:
     """The private folder of one agent: its token file and its CLI configs."""
 
-    def __init__(self, root: Path, owner_pid: int, name: str) -> None:
+    def __init__(self, root: Path, owner_pid: int, name: str, instance: int) -> None:
         if not _SAFE_NAME.fullmatch(name):
             raise InvalidParams(f"agent name {name!r} is not a plain name")
-        self.dir = root / "agents" / f"{owner_pid}-{name}"
+        # Names are reused; the instance keeps a late clean-up of one agent
+        # from deleting the files of its successor.
+        self.dir = root / "agents" / f"{owner_pid}-{name}-{instance}"
         self.token_file = self.dir / "token"
         self.claude_mcp_config = self.dir / "claude-mcp.json"
 

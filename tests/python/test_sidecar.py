@@ -305,7 +305,7 @@ async def test_end_of_input_stops_servers_and_deletes_files(tmp_path: Path) -> N
 
 
 async def test_hello_removes_files_of_a_dead_emacs(tmp_path: Path) -> None:
-    orphan = tmp_path / "run" / "agents" / "999999999-claude"
+    orphan = tmp_path / "run" / "agents" / "999999999-claude-1"
     orphan.mkdir(parents=True)
     (orphan / "token").write_text("old")
     process = SidecarProcess(tmp_path / "run", fake_emacs)

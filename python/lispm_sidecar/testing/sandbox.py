@@ -1,0 +1,93 @@
+"""A private home in which the real agent CLIs talk only to the scripted gateway.
+
+The end-to-end tests and `make demo` run Claude Code and Codex with a
+fresh HOME that this module seeds: onboarding done, the project folders
+trusted, Codex pointed at the gateway as its model provider, and every
+update check, telemetry and plugin fetch turned off.  The environment it
+returns drops the caller's own model keys, so nothing reaches a real model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import orjson
+
+GATEWAY_KEY = "lispm-scripted-gateway"
+
+_DROPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "TMUX")
+
+
+def _toml_string(value: str) -> str:
+    return orjson.dumps(value).decode()
+
+
+def codex_config(gateway_url: str, projects: Iterable[Path]) -> str:
+    """Return a Codex config.toml that starts straight at the composer."""
+    lines = [
+        'model = "fake-model"',
+        'model_provider = "lispm-gateway"',
+        "check_for_update_on_startup = false",
+        "[analytics]",
+        "enabled = false",
+        "[features]",
+        "plugins = false",
+        "apps = false",
+        "remote_plugin = false",
+        "daemon_auto_start = false",
+        "[model_providers.lispm-gateway]",
+        'name = "LispM scripted gateway"',
+        f"base_url = {_toml_string(gateway_url + '/v1')}",
+        'wire_api = "responses"',
+        'env_key = "LISPM_GATEWAY_KEY"',
+    ]
+    for project in projects:
+        lines += [f"[projects.{_toml_string(str(project))}]", 'trust_level = "trusted"']
+    return "\n".join(lines) + "\n"
+
+
+def claude_state(projects: Iterable[Path]) -> bytes:
+    """Return a ~/.claude.json with onboarding done and PROJECTS trusted."""
+    return orjson.dumps(
+        {
+            "hasCompletedOnboarding": True,
+            "projects": {str(p): {"hasTrustDialogAccepted": True} for p in projects},
+        }
+    )
+
+
+def seed_home(
+    home: Path, gateway_url: str, projects: Iterable[Path], base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Seed HOME for the CLIs and return the environment to run them with.
+
+    PROJECTS are trusted by both CLIs (by their real paths).  BASE is the
+    environment to start from (default: this process's), minus any model
+    keys or CLI settings of the caller's own.
+    """
+    trusted = [Path(os.path.realpath(p)) for p in projects]
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".claude.json").write_bytes(claude_state(trusted))
+    codex_home = home / ".codex"
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text(codex_config(gateway_url, trusted))
+    env = {
+        key: value
+        for key, value in (base if base is not None else os.environ).items()
+        if not key.startswith(_DROPPED_PREFIXES)
+    }
+    env.update(
+        HOME=str(home),
+        ANTHROPIC_BASE_URL=gateway_url,
+        ANTHROPIC_AUTH_TOKEN=GATEWAY_KEY,
+        LISPM_GATEWAY_KEY=GATEWAY_KEY,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+        NO_UPDATE_NOTIFIER="1",
+    )
+    env.pop("XDG_RUNTIME_DIR", None)
+    return env

@@ -1,0 +1,79 @@
+"""Run one end-to-end ERT file inside a loopback-only network namespace.
+
+`pytest` calls this under `unshare --net` (see `harness.py`).  Here, with
+only `lo` up, it starts the scripted model gateway, seeds a private HOME for
+the real CLIs, and runs a batch Emacs with LispM and the ERT file.  It exits
+with Emacs's exit status; the gateway's log stays in the work folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lispm_sidecar.testing.sandbox import seed_home
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_gateway(work: Path, script: Path | None) -> tuple[subprocess.Popen[bytes], str]:
+    port_file = work / "gateway.port"
+    command = [sys.executable, "-m", "lispm_sidecar.testing.gateway", "--port", "0",
+               "--port-file", str(port_file), "--log", str(work / "gateway.jsonl")]
+    if script is not None:
+        command += ["--script", str(script)]
+    log = open(work / "gateway.stderr", "wb")  # noqa: SIM115 - lives as long as the gateway
+    gateway = subprocess.Popen(command, stdout=log, stderr=log,
+                               env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if gateway.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the gateway did not start: {(work / 'gateway.stderr').read_text()}")
+        time.sleep(0.05)
+    return gateway, f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--ert", type=Path, required=True)
+    parser.add_argument("--script", type=Path)
+    parser.add_argument("--project", action="append", default=[], type=Path)
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+    gateway, url = start_gateway(args.work, args.script)
+    try:
+        env = seed_home(args.work / "home", url, args.project)
+        npm_bin = os.environ.get("LISPM_NPM_BIN", str(ROOT / ".deps/npm/node_modules/.bin"))
+        env.update(
+            PATH=f"{npm_bin}:{env.get('PATH', '/usr/bin:/bin')}",
+            LISPM_E2E_DIR=str(args.work),
+            LISPM_E2E_GATEWAY=url,
+            LISPM_RUNTIME_DIR=str(args.work / "run"),
+            PYTHONPATH=str(ROOT / "python"),
+        )
+        emacs = os.environ.get("EMACS", "emacs")
+        command = [emacs, "--batch", "-Q", "-L", str(ROOT / "elisp"),
+                   "-L", str(ROOT / "elisp" / "apps"), "-L", str(ROOT / "tests" / "e2e"),
+                   "-l", "ert", "-l", str(args.ert), "-f", "ert-run-tests-batch-and-exit"]
+        try:
+            done = subprocess.run(command, cwd=ROOT, env=env, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"e2e: Emacs did not finish within {args.timeout:g} s", file=sys.stderr)
+            return 124
+        return done.returncode
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            gateway.wait(10)
+        except subprocess.TimeoutExpired:
+            gateway.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
