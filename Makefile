@@ -10,7 +10,6 @@ NPM_DIR := $(CURDIR)/.deps/npm
 NPM_BIN := $(NPM_DIR)/node_modules/.bin
 NPM_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @emacs-eask/cli@0.12.9
 EL_FILES := $(wildcard elisp/*.el elisp/apps/*.el)
-VERSION := 0.1.0
 
 export LISPM_SIDECAR_PYTHON := $(PY)
 export LISPM_NPM_BIN := $(NPM_BIN)
@@ -61,15 +60,7 @@ bench: install
 	$(PY) -m tests.bench
 
 package: system-deps
-	@rm -rf dist && mkdir -p dist/lispm-$(VERSION)/python dist/lispm-$(VERSION)/apps
-	cp elisp/*.el dist/lispm-$(VERSION)/
-	cp elisp/apps/*.el elisp/apps/*.org dist/lispm-$(VERSION)/apps/ 2>/dev/null || true
-	cp -r python/pyproject.toml python/lispm_sidecar dist/lispm-$(VERSION)/python/
-	find dist -name __pycache__ -prune -exec rm -rf {} +
-	$(EMACS) --batch -Q -l scripts/mkpkg.el elisp/lispm.el dist/lispm-$(VERSION)
-	tar -C dist -cf dist/lispm-$(VERSION).tar lispm-$(VERSION)
-	@rm -rf dist/lispm-$(VERSION)
-	@echo "dist/lispm-$(VERSION).tar"
+	@sh scripts/package.sh dist
 
 clean:
 	rm -rf dist .pytest_cache .mypy_cache .ruff_cache

@@ -34,6 +34,11 @@ _SUMMARY = re.compile(
 )
 
 
+def offline(command: list[str]) -> list[str]:
+    """Return COMMAND run in a new network namespace where only loopback is up."""
+    return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
+
+
 def emacs_batch_command(*args: str) -> list[str]:
     """Return an `emacs --batch' command line with LispM on the load path."""
     return [
@@ -58,11 +63,17 @@ class ErtFile(pytest.File):
 
 
 class ErtItem(pytest.Item):
-    """All the ERT tests of one file, run in one batch Emacs."""
+    """All the ERT tests of one file, run in one batch Emacs, offline.
+
+    Some of them start the real agent CLIs, which must reach nothing but
+    loopback; so every ERT file runs in a loopback-only network namespace.
+    """
 
     def runtest(self) -> None:
-        command = emacs_batch_command(
-            "-l", "ert", "-l", str(self.path), "-f", "ert-run-tests-batch-and-exit"
+        command = offline(
+            emacs_batch_command(
+                "-l", "ert", "-l", str(self.path), "-f", "ert-run-tests-batch-and-exit"
+            )
         )
         proc = subprocess.run(
             command,

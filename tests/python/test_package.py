@@ -1,0 +1,57 @@
+"""The package tar installs into a clean Emacs, and LispM works from there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.conftest import EMACS, ROOT, offline
+
+INSTALL_AND_USE = r"""
+(progn
+  (setq package-user-dir (expand-file-name "elpa" (getenv "LISPM_TEST_HOME"))
+        package-archives nil)
+  (package-initialize)
+  (package-install-file (getenv "LISPM_TEST_TAR"))
+  (let ((dir (package-desc-dir (cadr (assq 'lispm package-alist)))))
+    (princ (format "installed-in %s\n" dir))
+    ;; Byte-compiled at install time, as package.el does for every user.
+    (unless (file-exists-p (expand-file-name "lispm-sidecar.elc" dir))
+      (error "lispm-sidecar.el was not compiled")))
+  ;; The autoloaded command, as a user would type M-x lispm.
+  (call-interactively #'lispm)
+  (with-current-buffer "*LispM*"
+    (unless (derived-mode-p 'lispm-list-mode) (error "not the agent list"))
+    (princ (format "list-columns %S\n" (mapcar (function car) tabulated-list-format))))
+  ;; The sidecar runs from the Python sources the tar carries.
+  (princ (format "sidecar-source %s\n" (lispm-sidecar--source-directory)))
+  (princ (format "ping %S\n" (lispm-sidecar-request 'lispm/ping '(:from "package"))))
+  (when (fboundp 'lispm-apps)
+    (call-interactively #'lispm-apps)
+    (princ (format "apps-buffer %s\n" (buffer-name))))
+  (lispm-sidecar-stop))
+"""
+
+
+def test_package_installs_and_runs_in_a_clean_emacs(tmp_path: Path) -> None:
+    built = subprocess.run(["sh", "scripts/package.sh", str(tmp_path / "dist")], cwd=ROOT,
+                           capture_output=True, text=True, check=True)
+    tar = built.stdout.strip().splitlines()[-1]
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), LISPM_TEST_HOME=str(home),
+               LISPM_TEST_TAR=str(ROOT / tar) if not os.path.isabs(tar) else tar)
+    done = subprocess.run(offline([EMACS, "--batch", "-Q", "--eval", INSTALL_AND_USE]),
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    installed = next(line.split(" ", 1)[1] for line in output.splitlines()
+                     if line.startswith("installed-in "))
+    assert installed.startswith(str(home / "elpa" / "lispm-0.1.0"))
+    assert 'list-columns ("Name" "Kind" "Folder" "State" "Queued" "MCP port")' in output
+    assert f"sidecar-source {installed}/python/" in output
+    assert 'ping (:from "package")' in output
+    warnings = [line for line in output.splitlines() if "Warning" in line]
+    assert warnings == [], warnings
