@@ -194,11 +194,15 @@ Display the terminal if DISPLAY is non-nil."
       (lispm-agents--stop-server agent)
     (condition-case err
         (let* ((kind (lispm-agent-kind agent))
-               (buffer (lispm-term-start
-                        (format "*lispm: %s*" (lispm-agent-name agent))
-                        (lispm-agent-command kind agent)
-                        :directory (lispm-agent-folder agent)
-                        :environment (lispm-agent-environment kind agent))))
+               (window (and display (lispm-agents--window-for-display)))
+               (buffer (with-selected-window (or window (selected-window))
+                         ;; The pty takes the size of the selected window:
+                         ;; the one the terminal will show in.
+                         (lispm-term-start
+                          (format "*lispm: %s*" (lispm-agent-name agent))
+                          (lispm-agent-command kind agent)
+                          :directory (lispm-agent-folder agent)
+                          :environment (lispm-agent-environment kind agent)))))
           (setf (lispm-agent-buffer agent) buffer)
           (with-current-buffer buffer
             (setq-local lispm-agent--this agent)
@@ -206,12 +210,20 @@ Display the terminal if DISPLAY is non-nil."
           (lispm-term-add-exit-function
            buffer (lambda (_buffer _status) (lispm-agent--closed agent)))
           (lispm-agents--changed)
-          (when display (pop-to-buffer buffer))
+          (when window
+            (set-window-buffer window buffer)
+            (select-window window))
           (run-hook-with-args 'lispm-agent-started-functions agent))
       (error
        (lispm-agent--closed agent)
        (message "LispM: %s could not start: %s" (lispm-agent-name agent)
                 (error-message-string err))))))
+
+(defun lispm-agents--window-for-display ()
+  "Return the window `pop-to-buffer' would show a new terminal in."
+  (let ((placeholder (get-buffer-create " *lispm: starting*")))
+    (prog1 (display-buffer placeholder '(nil (inhibit-same-window . nil)))
+      (bury-buffer placeholder))))
 
 (defvar lispm-agent-started-functions nil
   "Functions called with an agent whose terminal has just started.")
