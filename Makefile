@@ -45,7 +45,7 @@ compile: system-deps
 lint: system-deps venv
 	@$(EMACS) --batch -Q -L elisp -L elisp/apps -l scripts/checkdoc.el $(EL_FILES)
 	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/mypy python/lispm_sidecar
+	$(VENV)/bin/mypy python/lispm_sidecar tests/bench
 
 test: install compile lint
 	$(PY) -m pytest

@@ -29,6 +29,7 @@ class SidecarProcess:
         self._null_replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._ids = itertools.count(1)
         self._reader: asyncio.Task[None] | None = None
+        self._answering: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         env = dict(
@@ -56,7 +57,9 @@ class SidecarProcess:
             length = int(header.split(b":")[1])
             message = orjson.loads(await self.proc.stdout.readexactly(length))
             if "method" in message and "id" in message:
-                asyncio.create_task(self._answer(message))
+                task = asyncio.create_task(self._answer(message))
+                self._answering.add(task)
+                task.add_done_callback(self._answering.discard)
             elif "method" in message:
                 await self.notifications.put(message)
             elif message.get("id") is None:

@@ -1,0 +1,166 @@
+"""The Anthropic Messages dialect, as Claude Code speaks it.
+
+Request quirks handled (reference §2.1): `role:"system"` entries inside
+`messages`, `<system-reminder>` and interrupt-marker text blocks, a new prompt
+merged into the user message that still holds tool_result blocks, and the
+title side request carrying `output_config.format` = json_schema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .gateway_script import OfferedTool, Reply, ToolResult, schema_value, short_title
+from .gateway_wire import (
+    Exchange,
+    Json,
+    Timeline,
+    chunks,
+    is_injected,
+    new_id,
+    pacer_for,
+    send_sse,
+    text_of,
+    tokens,
+)
+
+#: User text blocks that are context the CLI injected, not the user's prompt.
+INJECTED = (
+    "[Request interrupted",
+    "Caveat: The messages below were generated",
+    "<command-name>",
+    "<command-message>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+)
+_REMINDER = re.compile(r"<system-reminder>.*?(</system-reminder>|\Z)", re.S)
+_SESSION = re.compile(r"<session>\s*(.*?)\s*</session>", re.S)
+_CALL_TYPES = ("tool_use", "server_tool_use", "mcp_tool_use")
+
+
+def parse(body: Json) -> Exchange:
+    """The exchange of one `POST /v1/messages` body."""
+    timeline = Timeline()
+    names: dict[str, str] = {}
+    for group, message in enumerate(body.get("messages") or []):
+        if isinstance(message, Mapping):
+            _walk(message, group, timeline, names)
+    conv = timeline.conversation(offered(body.get("tools")))
+    model = str(body.get("model") or "claude-fake")
+    stream = bool(body.get("stream"))
+    fmt = (body.get("output_config") or {}).get("format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        session = _SESSION.search(conv.prompt)
+        title = short_title(session[1] if session else conv.prompt)
+        value = schema_value(fmt.get("schema"), title)
+        return Exchange("title", conv, model, stream, Reply(orjson.dumps(value).decode()))
+    return Exchange("main", conv, model, stream)
+
+
+def _walk(message: Mapping[str, Any], group: int, timeline: Timeline,
+          names: dict[str, str]) -> None:
+    role, content = message.get("role"), message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if role == "assistant" and kind in _CALL_TYPES:
+            names[str(block.get("id"))] = str(block.get("name"))
+        elif role == "user" and kind == "text":
+            real = real_text(str(block.get("text", "")))
+            if real:
+                timeline.add_prompt(real, group)
+        elif role == "user" and kind == "tool_result":
+            name = names.get(str(block.get("tool_use_id")), "?")
+            timeline.add_result(ToolResult(name, text_of(block.get("content"))))
+
+
+def real_text(text: str) -> str:
+    """The user's own words in a text block, or "" for injected context."""
+    text = _REMINDER.sub("", text).strip()
+    return "" if is_injected(text, INJECTED) else text
+
+
+def offered(tools: Any) -> list[OfferedTool]:
+    """The tools of an Anthropic request."""
+    result = []
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
+            props = (tool.get("input_schema") or {}).get("properties") or {}
+            arrays = {k for k, v in props.items() if isinstance(v, Mapping)
+                      and v.get("type") == "array"}
+            result.append(OfferedTool(tool["name"], None, frozenset(props), frozenset(arrays)))
+    return result
+
+
+def _message(ex: Exchange, content: list[Json], stop: str | None, usage: Json) -> Json:
+    return {"id": new_id("msg"), "type": "message", "role": "assistant", "model": ex.model,
+            "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+
+
+def _usage(input_tokens: int, output_tokens: int) -> Json:
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+def _stop_reason(reply: Reply) -> str:
+    return "tool_use" if reply.call is not None else "end_turn"
+
+
+def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
+    """The non-streaming response body."""
+    content: list[Json] = []
+    if reply.text or reply.call is None:
+        content.append({"type": "text", "text": reply.text})
+    if reply.call is not None:
+        content.append({"type": "tool_use", "id": new_id("toolu"), "name": reply.call.name,
+                        "input": reply.call.args})
+    usage = _usage(input_tokens, tokens(reply.text))
+    return _message(ex, content, _stop_reason(reply), usage)
+
+
+async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
+                 input_tokens: int) -> None:
+    """Stream `reply` as Claude Code's SSE events."""
+    pacer = pacer_for(reply)
+    start = _message(ex, [], None, _usage(input_tokens, 1))
+    await _event(resp, {"type": "message_start", "message": start})
+    index = 0
+    if reply.text or reply.call is None:
+        await _event(resp, _block_start(index, {"type": "text", "text": ""}))
+        for piece in chunks(reply.text):
+            await pacer.tick()
+            await _event(resp, _delta(index, {"type": "text_delta", "text": piece}))
+        await _event(resp, {"type": "content_block_stop", "index": index})
+        index += 1
+    if reply.call is not None:
+        await pacer.tick()
+        block = {"type": "tool_use", "id": new_id("toolu"), "name": reply.call.name, "input": {}}
+        await _event(resp, _block_start(index, block))
+        partial = orjson.dumps(reply.call.args).decode()
+        await _event(resp, _delta(index, {"type": "input_json_delta", "partial_json": partial}))
+        await _event(resp, {"type": "content_block_stop", "index": index})
+    await _event(resp, {"type": "message_delta",
+                        "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
+                        "usage": {"output_tokens": tokens(reply.text)}})
+    await _event(resp, {"type": "message_stop"})
+
+
+def _block_start(index: int, block: Json) -> Json:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta(index: int, delta: Json) -> Json:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+async def _event(resp: web.StreamResponse, data: Json) -> None:
+    await send_sse(resp, data, str(data["type"]))
