@@ -27,9 +27,11 @@ INSTALL_AND_USE = r"""
   ;; The sidecar runs from the Python sources the tar carries.
   (princ (format "sidecar-source %s\n" (lispm-sidecar--source-directory)))
   (princ (format "ping %S\n" (lispm-sidecar-request 'lispm/ping '(:from "package"))))
-  (when (fboundp 'lispm-apps)
-    (call-interactively #'lispm-apps)
-    (princ (format "apps-buffer %s\n" (buffer-name))))
+  ;; An app's command works before the store was ever opened.
+  (call-interactively #'lispm-doctor)
+  (princ (format "doctor-buffer %s\n" (buffer-name (window-buffer))))
+  (call-interactively #'lispm-apps)
+  (princ (format "apps-buffer %s\n" (buffer-name (window-buffer))))
   (lispm-sidecar-stop))
 """
 
@@ -53,5 +55,7 @@ def test_package_installs_and_runs_in_a_clean_emacs(tmp_path: Path) -> None:
     assert 'list-columns ("Name" "Kind" "Folder" "State" "Queued" "MCP port")' in output
     assert f"sidecar-source {installed}/python/" in output
     assert 'ping (:from "package")' in output
+    assert "doctor-buffer *LispM Doctor*" in output
+    assert "apps-buffer *LispM Apps*" in output
     warnings = [line for line in output.splitlines() if "Warning" in line]
     assert warnings == [], warnings
