@@ -9,6 +9,7 @@ place where the sidecar's errors become JSON-RPC errors.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -58,6 +59,31 @@ class LinkProtocol(JsonRPCProtocol):  # type: ignore[misc]
         if handler is None:
             raise JsonRpcMethodNotFound.of(feature_name)
         return _at_boundary(handler)
+
+    def handle_message(self, message: Any) -> None:
+        """Dispatch MESSAGE, built by `structure_message`, by its class.
+
+        pygls checks each message against three runtime-checkable Protocols
+        (about 7 µs each on Python 3.11); the classes are known here.  It
+        also forgets the result type of each answered request only in its
+        own `structure_message`, which this class replaces: so here.
+        """
+        context = contextvars.copy_context()
+        if isinstance(message, JsonRPCRequestMessage):
+            context.run(self._handle_request, message.id, message.method, message.params)
+        elif isinstance(message, JsonRPCNotification):
+            context.run(self._handle_notification, message.method, message.params)
+        elif isinstance(message, JsonRPCResponseMessage):
+            self._result_types.pop(message.id, None)
+            context.run(self._handle_response, message.id, message.result)
+        else:
+            self._result_types.pop(message.id, None)
+            context.run(self._handle_response, message.id, None, message.error)
+
+    def forget(self, msg_id: Any) -> None:
+        """Drop what is kept for the request MSG_ID, which will not be answered."""
+        self._request_futures.pop(msg_id, None)
+        self._result_types.pop(msg_id, None)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         """Build pygls' message objects from DATA, keeping params as they came."""
@@ -209,7 +235,7 @@ class EmacsLink:
             return await asyncio.wait_for(answer, within)
         except TimeoutError as err:
             # A late answer must find nothing to complete (pygls would raise on it).
-            self.protocol._request_futures.pop(msg_id, None)
+            self.protocol.forget(msg_id)
             raise EmacsUnavailable(f"Emacs did not answer {method} within {within:g} s") from err
         except JsonRpcException as err:
             raise EmacsUnavailable(f"Emacs failed {method}: {err.message}") from err

@@ -1,0 +1,1 @@
+"""LispM's benchmarks: `make bench` runs `python -m tests.bench` (see README.md)."""
