@@ -24,6 +24,10 @@
 ;;   exited    its terminal closed: the process ended or the buffer was
 ;;             killed; its server stops and it leaves the registry
 ;;
+;; While it runs, the sidecar's watcher of the CLI's own records (its
+;; transcript or session file) reports its activity: idle, busy or
+;; waiting-for-approval, and how many messages wait for it.
+;;
 ;; Each kind of CLI (claude, codex, ...) is an adapter: methods of the
 ;; generic functions in the "Adapters" chapter, in a file of its own.
 
@@ -43,6 +47,9 @@
   (kind nil :documentation "The adapter, a symbol such as `claude'.")
   (folder nil :documentation "The directory the agent works in, a truename.")
   (state 'starting :documentation "One of `starting', `running', `exited'.")
+  (activity nil :documentation "What the CLI's records say: `idle', `busy',
+`waiting-for-approval', or nil while they say nothing.")
+  (pid nil :documentation "The process id of the CLI's terminal process.")
   (buffer nil :documentation "The terminal buffer, once the CLI started.")
   (port nil :documentation "The port of the agent's MCP server.")
   (launch nil :documentation "The sidecar's launch facts, a plist.")
@@ -203,7 +210,9 @@ Display the terminal if DISPLAY is non-nil."
                           (lispm-agent-command kind agent)
                           :directory (lispm-agent-folder agent)
                           :environment (lispm-agent-environment kind agent)))))
-          (setf (lispm-agent-buffer agent) buffer)
+          (setf (lispm-agent-buffer agent) buffer
+                (lispm-agent-pid agent) (process-id (lispm-term-process buffer)))
+          (lispm-agents--attach agent)
           (with-current-buffer buffer
             (setq-local lispm-agent--this agent)
             (add-hook 'kill-buffer-hook #'lispm-agents--buffer-killed nil t))
@@ -218,6 +227,17 @@ Display the terminal if DISPLAY is non-nil."
        (lispm-agent--closed agent)
        (message "LispM: %s could not start: %s" (lispm-agent-name agent)
                 (error-message-string err))))))
+
+(defun lispm-agents--attach (agent &optional restore)
+  "Tell the sidecar the process of AGENT's CLI, so it can watch its records.
+With RESTORE, say so: a restarted sidecar binds to what the CLI already wrote."
+  (lispm-sidecar-async-request
+   'lispm/agent-attached
+   (lispm-agents--identity agent :pid (lispm-agent-pid agent)
+                           :session_id (plist-get (lispm-agent-launch agent) :session_id)
+                           :restore (if restore t :json-false))
+   :on-error (lambda (text)
+               (message "LispM: cannot watch %s: %s" (lispm-agent-name agent) text))))
 
 (defun lispm-agents--window-for-display ()
   "Return the window `pop-to-buffer' would show a new terminal in."
@@ -273,16 +293,44 @@ Display the terminal if DISPLAY is non-nil."
   (list :name (lispm-agent-name agent)
         :kind (symbol-name (lispm-agent-kind agent))
         :folder (directory-file-name (lispm-agent-folder agent))
-        :state (symbol-name (lispm-agent-state agent))))
+        :state (symbol-name (lispm-agent-display-state agent))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) _params)
   "Return every live agent with its name, kind, folder and state."
   (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))))
 
+(defun lispm-agents--from-params (params)
+  "Return the live agent PARAMS name, if it is the instance they mean."
+  (when-let* ((agent (lispm-agent-get (plist-get params :name))))
+    (when (or (null (plist-get params :instance))
+              (eql (plist-get params :instance) (lispm-agent-serial agent)))
+      agent)))
+
 (cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-connected)) params)
   "Mark the agent named in PARAMS as running: its CLI reached its server."
-  (when-let* ((agent (lispm-agent-get (plist-get params :name))))
+  (when-let* ((agent (lispm-agents--from-params params)))
     (lispm-agents--set-state agent 'running)))
+
+(cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-activity)) params)
+  "Record the activity and queued messages PARAMS report for an agent."
+  (when-let* ((agent (lispm-agents--from-params params)))
+    (let ((activity (pcase (plist-get params :activity)
+                      ("idle" 'idle) ("busy" 'busy)
+                      ("waiting-for-approval" 'waiting-for-approval)
+                      (_ nil)))
+          (queued (or (plist-get params :queued) 0)))
+      (unless (and (eq activity (lispm-agent-activity agent))
+                   (eql queued (lispm-agent-queued agent)))
+        (setf (lispm-agent-activity agent) activity
+              (lispm-agent-queued agent) queued)
+        (lispm-agents--changed)))))
+
+(defun lispm-agent-display-state (agent)
+  "Return the state of AGENT to show in the list, a symbol.
+Once the CLI has reached its server, its activity (idle, busy,
+waiting-for-approval) when its records tell one, else `running'."
+  (or (and (eq (lispm-agent-state agent) 'running) (lispm-agent-activity agent))
+      (lispm-agent-state agent)))
 
 (defun lispm-agents--reregister ()
   "Give a restarted sidecar every live agent back, with the same port and token."
@@ -290,6 +338,8 @@ Display the terminal if DISPLAY is non-nil."
     (when-let* ((port (lispm-agent-port agent)))
       (lispm-sidecar-async-request
        'lispm/agent-start (lispm-agents--identity agent :port port :restore t)
+       :on-success (lambda (_launch)
+                     (when (lispm-agent-pid agent) (lispm-agents--attach agent t)))
        :on-error (lambda (text)
                    (message "LispM: %s lost its MCP server: %s"
                             (lispm-agent-name agent) text))))))

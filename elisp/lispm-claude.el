@@ -50,10 +50,14 @@
 
 (cl-defmethod lispm-agent-command ((kind (eql 'claude)) agent)
   "Return the command to start Claude Code as AGENT of KIND."
-  (append (list (lispm-agent--executable kind)
-                "--mcp-config" (plist-get (lispm-agent-launch agent) :claude_mcp_config)
-                "--allowedTools" "mcp__lispm__*")
-          lispm-claude-arguments))
+  (let ((launch (lispm-agent-launch agent)))
+    ;; A session id of LispM's choosing binds this terminal to its own
+    ;; transcript from the start (the sidecar then follows /clear).
+    (append (list (lispm-agent--executable kind)
+                  "--session-id" (plist-get launch :session_id)
+                  "--mcp-config" (plist-get launch :claude_mcp_config)
+                  "--allowedTools" "mcp__lispm__*")
+            lispm-claude-arguments)))
 
 ;;;###autoload
 (defun lispm-claude (&optional folder)

@@ -39,7 +39,7 @@
   "The list of LispM's agents.
 \\{lispm-list-mode-map}"
   (setq tabulated-list-format
-        [("Name" 12 t) ("Kind" 8 t) ("Folder" 36 t) ("State" 10 t)
+        [("Name" 12 t) ("Kind" 8 t) ("Folder" 36 t) ("State" 20 t)
          ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)])
   (setq tabulated-list-padding 1)
   (add-hook 'tabulated-list-revert-hook #'lispm-list--fill nil t)
@@ -51,9 +51,18 @@
 (defface lispm-list-running '((t :inherit success))
   "Face of the state of an agent that is running.")
 
+(defface lispm-list-idle '((t :inherit success))
+  "Face of the state of an agent that waits for its user.")
+
+(defface lispm-list-busy '((t :inherit warning))
+  "Face of the state of an agent that is working.")
+
+(defface lispm-list-waiting-for-approval '((t :inherit error))
+  "Face of the state of an agent whose CLI waits for the user's approval.")
+
 (defun lispm-list--entry (agent)
   "Return the tabulated-list entry of AGENT."
-  (let ((state (symbol-name (lispm-agent-state agent))))
+  (let ((state (symbol-name (lispm-agent-display-state agent))))
     (list (lispm-agent-name agent)
           (vector (lispm-agent-name agent)
                   (symbol-name (lispm-agent-kind agent))

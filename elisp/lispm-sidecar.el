@@ -49,6 +49,11 @@ that \\[lispm-install-sidecar] creates in `lispm-sidecar-venv-directory'."
   "Where \\[lispm-install-sidecar] creates the sidecar's virtual environment."
   :type 'directory)
 
+(defcustom lispm-ledger-file (locate-user-emacs-file "lispm/ledger.sqlite3")
+  "The file of the durable ledger of messages, requests and replies."
+  :type 'file
+  :group 'lispm)
+
 (defconst lispm-sidecar-protocol-version 1
   "The version of the Emacs-sidecar protocol this file speaks.")
 
@@ -160,7 +165,8 @@ on it re-register whatever the sidecar must know, such as live agents.")
               (jsonrpc-request connection 'lispm/hello
                                (list :protocol lispm-sidecar-protocol-version
                                      :version lispm-version
-                                     :emacs_pid (emacs-pid))
+                                     :emacs_pid (emacs-pid)
+                                     :ledger_file (expand-file-name lispm-ledger-file))
                                :timeout 30)
             (jsonrpc-error
              (let ((tail (lispm-sidecar--stderr-tail connection))

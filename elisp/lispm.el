@@ -27,6 +27,7 @@
 ;;   M-x lispm-claude        Claude Code at the current project's root
 ;;   M-x lispm-codex         Codex at the current project's root
 ;;   M-x lispm-start-agent   ask which agent to start
+;;   M-x lispm-ledger        who said what to whom
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
 ;;
 ;; The files, one concern each:
@@ -36,6 +37,9 @@
 ;;   lispm-agents.el    the agent registry and its lifecycle
 ;;   lispm-claude.el, lispm-codex.el   one adapter per CLI
 ;;   lispm-list.el      the agent list
+;;   lispm-paste.el     pasting a due message into a composer
+;;   lispm-present.el   messages with live places and agent names
+;;   lispm-ledger.el    the ledger view
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
@@ -46,6 +50,8 @@
 (require 'lispm-claude)
 (require 'lispm-codex)
 (require 'lispm-list)
+(require 'lispm-paste)
+(require 'lispm-ledger)
 
 ;;;###autoload
 (defun lispm-start-agent (kind &optional folder)

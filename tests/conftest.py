@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,17 +41,16 @@ def offline(command: list[str]) -> list[str]:
 
 
 def emacs_batch_command(*args: str) -> list[str]:
-    """Return an `emacs --batch' command line with LispM on the load path."""
+    """Return an `emacs --batch' command line with LispM on the load path.
+
+    The ledger goes to a file of the test run's own, never the user's.
+    """
+    ledger = os.path.join(os.environ["LISPM_RUNTIME_DIR"], "ledger.sqlite3")
     return [
-        EMACS,
-        "--batch",
-        "-Q",
-        "-L",
-        str(ROOT / "elisp"),
-        "-L",
-        str(ROOT / "elisp" / "apps"),
-        "-L",
-        str(ROOT / "tests" / "elisp"),
+        EMACS, "--batch", "-Q",
+        "-L", str(ROOT / "elisp"), "-L", str(ROOT / "elisp" / "apps"),
+        "-L", str(ROOT / "tests" / "elisp"),
+        "--eval", f"(setq lispm-ledger-file {orjson.dumps(ledger).decode()})",
         *args,
     ]
 

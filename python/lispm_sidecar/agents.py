@@ -1,21 +1,27 @@
-"""The sidecar's side of each agent: its MCP server and its private files.
+"""The sidecar's side of each agent: its MCP server, its files, its queue.
 
 Emacs owns the agent registry (it creates agents and knows their state);
 the sidecar keeps what it needs to serve each agent: name, kind, folder,
-the HTTP server and the token's folder.
+the HTTP server, the token's folder, the watcher of the CLI's own records
+and the queue of messages waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .delivery import DeliveryQueue, Handover
 from .errors import AgentExists, InvalidParams, UnknownAgent
+from .ledger import Ledger
+from .messaging import Messenger
 from .runtime import AgentFiles, new_token
+from .watchers import Inotify, Watcher, make_watcher
 
 if TYPE_CHECKING:
     from .mcp_server import HttpServer
@@ -32,8 +38,11 @@ class Agent:
     kind: str
     folder: str
     instance: int
+    session_id: str
     files: AgentFiles
     server: HttpServer
+    queue: DeliveryQueue
+    watcher: Watcher | None = None
     connected: bool = False
 
     def describe(self) -> dict[str, Any]:
@@ -44,6 +53,7 @@ class Agent:
             "folder": self.folder,
             "port": self.server.port,
             "url": self.url,
+            "session_id": self.session_id,
             "token_file": str(self.files.token_file),
             "claude_mcp_config": str(self.files.claude_mcp_config),
         }
@@ -55,14 +65,43 @@ class Agent:
 
 
 @dataclass
+class Services:
+    """What every agent's server and queue stand on."""
+
+    list_agents: ListAgents
+    ledger: Ledger
+    handover: Handover
+    inotify: Inotify
+    home: Path
+    on_connected: Callable[[Agent], None]
+    on_activity: Callable[[Agent], None]
+
+
+@dataclass
 class Agents:
     """The agents this sidecar serves, by name."""
 
     root: Path
     owner_pid: int
-    list_agents: ListAgents
-    on_connected: Callable[[str], None]
+    services: Services
     by_name: dict[str, Agent] = field(default_factory=dict)
+    messenger: Messenger = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.messenger = Messenger(self.services.ledger, lambda: self.by_name, self.wake)
+
+    def wake(self, name: str) -> None:
+        """Tell agent NAME's queue that a message may be waiting."""
+        if (agent := self.by_name.get(name)) is not None:
+            agent.queue.wake()
+
+    def get(self, name: str, instance: int | None = None) -> Agent:
+        """Return the live agent NAME, which must be INSTANCE if that is given."""
+        agent = self.by_name.get(name)
+        if agent is None or (instance is not None and agent.instance != instance):
+            suffix = f" (instance {instance})" if instance is not None else ""
+            raise UnknownAgent(f"no agent named {name}{suffix}")
+        return agent
 
     async def start(
         self,
@@ -72,11 +111,13 @@ class Agents:
         instance: int = 0,
         port: int = 0,
         restore: bool = False,
+        session_id: str | None = None,
     ) -> Agent:
         """Start the MCP server of a new agent, or of one Emacs already had.
 
-        With RESTORE, the agent keeps its token (read back from its folder)
-        and its PORT, so a CLI that is already running keeps working.
+        With RESTORE, the agent keeps its token (read back from its folder),
+        its PORT and its SESSION_ID, so a CLI that is already running keeps
+        working.
         """
         if name in self.by_name:
             raise AgentExists(f"an agent named {name} is already registered")
@@ -100,9 +141,9 @@ class Agents:
         def authenticated() -> None:
             if agent is not None and not agent.connected:
                 agent.connected = True
-                self.on_connected(name)
+                self.services.on_connected(agent)
 
-        mcp = build_mcp(name, self.list_agents)
+        mcp = build_mcp(name, self.services.list_agents, self.messenger)
         app = mcp.streamable_http_app(json_response=True)
         server = HttpServer(Guard(app, token, lambda: server.port, authenticated))
         try:
@@ -111,35 +152,63 @@ class Agents:
             if not restore:
                 files.remove()
             raise
+        queue = DeliveryQueue(
+            name, instance, self.services.ledger, self.services.handover,
+            lambda _queue: self.services.on_activity(agent) if agent else None,
+        )
         agent = Agent(
-            name=name, kind=kind, folder=folder, instance=instance, files=files, server=server
+            name=name, kind=kind, folder=folder, instance=instance,
+            session_id=session_id or str(uuid.uuid4()), files=files, server=server, queue=queue,
         )
         files.write_claude_config(agent.url, token)
         self.by_name[name] = agent
+        queue.start()
         log.info("agent %s (%s) serves on port %d", name, kind, server.port)
         return agent
 
+    async def attach(self, name: str, instance: int, pid: int, session_id: str | None) -> Agent:
+        """Watch the records of agent NAME's CLI, which runs as process PID."""
+        agent = self.get(name, instance)
+        if agent.watcher is not None:
+            await agent.watcher.stop()
+        watcher = make_watcher(
+            agent.kind, self.services.inotify, home=self.services.home, pid=pid,
+            cwd=Path(agent.folder), session_id=session_id or agent.session_id,
+        )
+        agent.watcher = watcher
+        if watcher is not None:
+            await watcher.start()
+            agent.queue.attach(watcher)
+        return agent
+
+    async def _shut(self, agent: Agent) -> None:
+        await agent.queue.stop()
+        if agent.watcher is not None:
+            await agent.watcher.stop()
+        await agent.server.stop()
+
     async def stop(self, name: str, instance: int | None = None) -> None:
-        """Stop the server of agent NAME and delete its private files.
+        """Stop agent NAME: its server, watcher and queue; delete its files.
 
         Names are reused once an agent is gone, so Emacs also names the
         INSTANCE it means: a late request for an earlier agent of the same
-        name must not stop its successor.
+        name must not stop its successor.  Whoever waits on the agent is told.
         """
-        agent = self.by_name.get(name)
-        if agent is None or (instance is not None and agent.instance != instance):
-            raise UnknownAgent(
-                f"no agent named {name}" + (f" (instance {instance})" if instance else "")
-            )
+        agent = self.get(name, instance)
         del self.by_name[name]
-        await agent.server.stop()
         agent.files.remove()
+        await self._shut(agent)
+        await self.messenger.agent_left(name)
 
     async def stop_all(self, keep_files: bool) -> None:
-        """Stop every server; with KEEP_FILES the tokens stay for a restart."""
+        """Stop every agent; with KEEP_FILES the tokens stay for a restart.
+
+        The ledger is left as it is: the agents did not close, Emacs or the
+        sidecar is going away, and queued messages wait for the next run.
+        """
         agents = list(self.by_name.values())
         self.by_name.clear()
-        await asyncio.gather(*(agent.server.stop() for agent in agents))
+        await asyncio.gather(*(self._shut(agent) for agent in agents))
         if not keep_files:
             for agent in agents:
                 agent.files.remove()

@@ -1,18 +1,25 @@
 """The methods Emacs calls, and the calls the sidecar makes into Emacs.
 
 Methods (Emacs → sidecar), all with object params:
-- `lispm/hello {protocol, version, emacs_pid}` → `{protocol, version, pid, runtime_dir}`
-- `lispm/agent-start {name, kind, folder, instance?, port?, restore?}` → launch facts
-- `lispm/agent-stop {name, instance?}` → `{}`
+- `lispm/hello {protocol, version, emacs_pid, ledger_file?}`
+  → `{protocol, version, pid, runtime_dir, ledger_file}`; must come first
+- `lispm/agent-start {name, kind, folder, instance, port?, restore?, session_id?}`
+  → launch facts: `{port, url, session_id, token_file, claude_mcp_config, …}`
+- `lispm/agent-attached {name, instance, pid, session_id?, restore?}`: the CLI
+  runs as process `pid`; the sidecar starts watching its records
+- `lispm/agent-stop {name, instance?}` → `{}`; whoever waits on it is told
 - `lispm/agents {}` → `{agents: [...]}`, the sidecar's view (for debugging and tests)
+- `lispm/ledger {limit?, agent?}` → `{entries: [...]}`, newest first
 - `lispm/ping PARAMS` → PARAMS; `lispm/ping-emacs {count}` → `{count, seconds}`
 - `lispm/stats {}` → `{pid, rss_kb, agents}`
 - `lispm/shutdown {}` → `{}`, then the sidecar exits
 
 Requests and notifications into Emacs:
 - `emacs/list-agents {}` → `{agents: [{name, kind, folder, state}]}`
+- `emacs/paste {name, instance, text}` → `{pasted}`: paste a due message
 - `emacs/ping PARAMS` → PARAMS
-- notification `lispm/agent-connected {name}`: the agent's CLI reached its server
+- notification `lispm/agent-connected {name, instance}`: the CLI reached its server
+- notification `lispm/agent-activity {name, instance, activity, queued}`
 """
 
 from __future__ import annotations
@@ -21,15 +28,25 @@ import asyncio
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from . import PROTOCOL_VERSION, __version__
-from .agents import Agents
-from .errors import InvalidParams, VersionMismatch
+from .agents import Agent, Agents, Services
+from .delivery import ComposerHandover
+from .errors import InvalidParams, LispmError, VersionMismatch
+from .ledger import Ledger
 from .rpc import EmacsLink, Params
 from .runtime import remove_orphans, runtime_root
+from .watchers import Inotify
 
 log = logging.getLogger(__name__)
+
+
+class NotReady(LispmError):
+    """A request came before `lispm/hello`."""
+
+    code = -32006
 
 
 def _str(params: Params, key: str) -> str:
@@ -44,6 +61,21 @@ def _int(params: Params, key: str, default: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidParams(f"{key} must be a non-negative integer")
     return value
+
+
+def _optional_str(params: Params, key: str) -> str | None:
+    value = params.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidParams(f"{key} must be a string")
+    return value
+
+
+def default_ledger_file() -> str:
+    """Return where the ledger lives when Emacs names no file."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "lispm", "ledger.sqlite3")
 
 
 def _rss_kb() -> int:
@@ -61,23 +93,56 @@ class Sidecar:
         self.link = link
         self.stopping = asyncio.Event()
         self.root = runtime_root()
-        self.agents = Agents(
-            root=self.root,
-            owner_pid=os.getppid(),
-            list_agents=self.emacs_agents,
-            on_connected=lambda name: link.notify("lispm/agent-connected", {"name": name}),
-        )
+        self._agents: Agents | None = None
+        self._ledger: Ledger | None = None
+        self._inotify: Inotify | None = None
         for name, handler in (
             ("lispm/hello", self.hello),
             ("lispm/agent-start", self.agent_start),
+            ("lispm/agent-attached", self.agent_attached),
             ("lispm/agent-stop", self.agent_stop),
             ("lispm/agents", self.list_served),
+            ("lispm/ledger", self.ledger_entries),
             ("lispm/ping", self.ping),
             ("lispm/ping-emacs", self.ping_emacs),
             ("lispm/stats", self.stats),
             ("lispm/shutdown", self.shutdown),
         ):
             link.method(name)(handler)
+
+    @property
+    def agents(self) -> Agents:
+        """The agents; they exist once Emacs has said hello."""
+        if self._agents is None:
+            raise NotReady("Emacs must send lispm/hello first")
+        return self._agents
+
+    def _notify_connected(self, agent: Agent) -> None:
+        self.link.notify("lispm/agent-connected", {"name": agent.name, "instance": agent.instance})
+
+    def _notify_activity(self, agent: Agent) -> None:
+        self.link.notify("lispm/agent-activity", {
+            "name": agent.name, "instance": agent.instance,
+            "activity": str(agent.queue.activity), "queued": agent.queue.queued,
+        })
+
+    async def _open(self, emacs_pid: int, ledger_file: Path) -> None:
+        """Open the ledger and the watchers, and resume what the ledger holds."""
+        self._ledger = await Ledger.open(ledger_file)
+        self._inotify = Inotify()
+        self._agents = Agents(
+            root=self.root,
+            owner_pid=emacs_pid,
+            services=Services(
+                list_agents=self.emacs_agents,
+                ledger=self._ledger,
+                handover=ComposerHandover(self.link),
+                inotify=self._inotify,
+                home=Path.home(),
+                on_connected=self._notify_connected,
+                on_activity=self._notify_activity,
+            ),
+        )
 
     async def emacs_agents(self) -> list[dict[str, Any]]:
         """Ask Emacs for the live agents."""
@@ -94,8 +159,13 @@ class Sidecar:
                 f"(sidecar version {__version__}): reinstall the sidecar to match the package"
             )
         emacs_pid = params.get("emacs_pid")
-        if isinstance(emacs_pid, int) and emacs_pid > 0:
-            self.agents.owner_pid = emacs_pid
+        if not isinstance(emacs_pid, int) or emacs_pid <= 0:
+            emacs_pid = os.getppid()
+        ledger_file = params.get("ledger_file") or default_ledger_file()
+        if not isinstance(ledger_file, str):
+            raise InvalidParams("ledger_file must be a string")
+        if self._agents is None:
+            await self._open(emacs_pid, Path(ledger_file))
         removed = remove_orphans(self.root)
         if removed:
             log.info("removed files of agents whose Emacs died: %s", ", ".join(removed))
@@ -104,6 +174,7 @@ class Sidecar:
             "version": __version__,
             "pid": os.getpid(),
             "runtime_dir": str(self.root),
+            "ledger_file": str(self._ledger.path if self._ledger else ledger_file),
         }
 
     async def agent_start(self, params: Params) -> Params:
@@ -115,8 +186,31 @@ class Sidecar:
             instance=_int(params, "instance", 0),
             port=_int(params, "port", 0),
             restore=params.get("restore") is True,
+            session_id=_optional_str(params, "session_id"),
         )
         return agent.describe()
+
+    async def agent_attached(self, params: Params) -> Params:
+        """Watch an agent's CLI, now that its terminal runs as process `pid`."""
+        agent = await self.agents.attach(
+            _str(params, "name"), _int(params, "instance", 0), _int(params, "pid", 0),
+            _optional_str(params, "session_id"),
+        )
+        self._notify_activity(agent)
+        return {"watching": agent.watcher.describe() if agent.watcher else None}
+
+    async def ledger_entries(self, params: Params) -> Params:
+        """Return the ledger's newest entries, for the ledger view."""
+        assert self._ledger is not None
+        agent = _optional_str(params, "agent")
+        entries = await self._ledger.entries(_int(params, "limit", 500), agent)
+        request_ids = {entry.request_id for entry in entries if entry.request_id}
+        states = await self._ledger.run(
+            lambda store: {rid: str(store.request(rid).state) for rid in request_ids})
+        return {"entries": [
+            dict(entry.to_json(),
+                 request_state=states.get(entry.request_id) if entry.request_id else None)
+            for entry in entries]}
 
     async def agent_stop(self, params: Params) -> Params:
         """Stop an agent's server and delete its files."""

@@ -45,7 +45,7 @@ Handler = Callable[[Params], Awaitable[Any]]
 EMACS_TIMEOUT = 5.0
 
 
-class LinkProtocol(JsonRPCProtocol):  # type: ignore[misc]
+class LinkProtocol(JsonRPCProtocol):
     """pygls' JSON-RPC protocol with plain dict payloads and orjson frames."""
 
     def __init__(self, server: JsonRPCServer, converter: Any) -> None:

@@ -137,5 +137,5 @@ async def open_stdio() -> tuple[asyncio.StreamReader, ByteWriter]:
         transport, _ = await loop.connect_write_pipe(
             asyncio.Protocol, os.fdopen(wire_fd, "wb", buffering=0)
         )
-        writer = transport  # type: ignore[assignment]
+        writer = transport
     return reader, writer

@@ -1,39 +1,71 @@
 """The tools every agent's MCP server offers.
 
-Only real tools are registered: `list_agents` now; the messaging tools and
-LispM's own tools arrive with the issues that build them.
+Only real tools are registered: `list_agents` and the messaging tools
+(`send_message`, `ask_agent`, `reply`) now; LispM's own tools arrive with
+the issue that builds them.  Each description is written so that a model
+uses the tool right with no other prompting.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 from . import __version__
 from .errors import LispmError
+from .messaging import Messenger
 
 ListAgents = Callable[[], Awaitable[list[dict[str, Any]]]]
 
 INSTRUCTIONS = """\
 You are one of several AI agents running side by side in the user's Emacs, \
-managed by LispM. The tools of this server connect you to the other agents \
-and to Emacs."""
+managed by LispM. With these tools you can see the other agents, send them \
+messages, ask them for help and answer their requests. Messages from other \
+agents reach you as your next input, starting with a header such as \
+[Message from codex], [Request R1 from claude] or [Reply from codex to request R1]."""
 
 LIST_AGENTS = """\
 List the agents running in this Emacs: every live agent terminal, with its \
 name (use it to address the agent), kind (claude, codex, ...), folder (the \
-project it works in) and state (starting, running, exited). The result also \
-says which of them is you."""
+project it works in) and state (starting, running, idle, busy, \
+waiting-for-approval). The result also says which of them is you."""
+
+SEND_MESSAGE = """\
+Send a message to another agent. It returns at once. The message reaches the \
+other agent as its next input, headed [Message from <your name>], as soon as \
+that agent is waiting for its user. Use it to inform; when you need an answer, \
+use ask_agent instead. Refer to places as org links: [[file:/abs/path::LINE]], \
+[[buffer:NAME]]."""
+
+ASK_AGENT = """\
+Ask another agent to do something or to answer a question. It returns at once \
+with a request id such as R1; the other agent receives [Request R1 from <your \
+name>] with your request. Its answer arrives later as your next input, headed \
+[Reply from <agent> to request R1]. So after asking, end your turn: do not wait, \
+poll or ask again. Write the request so it stands alone (the other agent does \
+not see your conversation); refer to places as [[file:/abs/path::LINE]]."""
+
+REPLY = """\
+Answer a request that another agent sent you, received as [Request R1 from \
+<agent>]: pass its id and your answer. Only the agent that was asked can \
+reply, and only once per request; the asker receives [Reply from <your name> \
+to request R1] followed by your text. Make the answer complete: it is all \
+the asker gets."""
+
+To = Annotated[str, Field(description="The name of the other agent, e.g. codex (see list_agents).")]
+Text = Annotated[str, Field(description="The message, as plain text (markdown is fine).")]
 
 
-def build_mcp(agent_name: str, list_agents: ListAgents) -> MCPServer:
+def build_mcp(agent_name: str, list_agents: ListAgents, messenger: Messenger) -> MCPServer:
     """Return the MCP server of the agent AGENT_NAME.
 
-    LIST_AGENTS fetches the live agents from Emacs, the source of truth.
+    LIST_AGENTS fetches the live agents from Emacs, the source of truth;
+    MESSENGER carries messages through the ledger.
     """
     server: MCPServer = MCPServer(name="lispm", instructions=INSTRUCTIONS, version=__version__)
 
@@ -44,11 +76,38 @@ def build_mcp(agent_name: str, list_agents: ListAgents) -> MCPServer:
             raise ToolError(str(err)) from err
         return {"you": agent_name, "agents": agents}
 
-    server.add_tool(
-        list_agents_tool,
-        name="list_agents",
-        title="List agents",
-        description=LIST_AGENTS,
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    )
+    async def send_message(to: To, text: Text) -> str:
+        try:
+            return await messenger.send_message(agent_name, to, text)
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+
+    async def ask_agent(
+        to: To,
+        request: Annotated[str, Field(description="What you ask of the other agent.")],
+    ) -> str:
+        try:
+            return await messenger.ask_agent(agent_name, to, request)
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+
+    async def reply(
+        request: Annotated[str, Field(description="The request id you were sent, e.g. R1.")],
+        text: Annotated[str, Field(description="Your complete answer.")],
+    ) -> str:
+        try:
+            return await messenger.reply(agent_name, request, text)
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    talks = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    server.add_tool(list_agents_tool, name="list_agents", title="List agents",
+                    description=LIST_AGENTS, annotations=read_only)
+    server.add_tool(send_message, name="send_message", title="Send a message",
+                    description=SEND_MESSAGE, annotations=talks, structured_output=False)
+    server.add_tool(ask_agent, name="ask_agent", title="Ask an agent",
+                    description=ASK_AGENT, annotations=talks, structured_output=False)
+    server.add_tool(reply, name="reply", title="Reply to a request",
+                    description=REPLY, annotations=talks, structured_output=False)
     return server

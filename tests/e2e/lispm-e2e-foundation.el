@@ -69,15 +69,16 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
                    (lispm-e2e-foundation--expected-folders)))))
 
 (defun lispm-e2e-foundation--check-list (agents)
-  "Check that the agent list shows AGENTS, running, with folders and ports."
+  "Check that the agent list shows AGENTS with their folders, states and ports."
   (lispm)
   (with-current-buffer lispm-list-buffer-name
     (let ((text (buffer-string)))
       (dolist (agent agents)
         (should (string-match-p
-                 (format "%s +%s +%s +running +0 +%d"
+                 (format "%s +%s +%s +%s +0 +%d"
                          (lispm-agent-name agent) (lispm-agent-kind agent)
                          (regexp-quote (abbreviate-file-name (lispm-agent-folder agent)))
+                         (lispm-agent-display-state agent)
                          (lispm-agent-port agent))
                  text))))))
 

@@ -84,6 +84,7 @@
   "Return an agent of KIND with launch facts like the sidecar's."
   (lispm-agent--make :name (symbol-name kind) :kind kind :folder "/tmp/"
                      :launch '(:url "http://127.0.0.1:4711/mcp"
+                               :session_id "0b6f2f1c-8a52-4c1e-9c1e-0d7c3c1f6a11"
                                :token_file "/run/lispm/agents/1-x-1/token"
                                :claude_mcp_config "/run/lispm/agents/1-x-1/claude-mcp.json")))
 
@@ -91,7 +92,8 @@
   (let* ((lispm-claude-program "sh")
          (command (lispm-agent-command 'claude (lispm-agents-test--agent-with-launch 'claude))))
     (should (equal (cdr command)
-                   '("--mcp-config" "/run/lispm/agents/1-x-1/claude-mcp.json"
+                   '("--session-id" "0b6f2f1c-8a52-4c1e-9c1e-0d7c3c1f6a11"
+                     "--mcp-config" "/run/lispm/agents/1-x-1/claude-mcp.json"
                      "--allowedTools" "mcp__lispm__*")))
     (should-not (member "--strict-mcp-config" command))))
 

@@ -114,7 +114,9 @@ class SidecarProcess:
 
     async def hello(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call(
-            "lispm/hello", {"protocol": 1, "version": "0.1.0", "emacs_pid": os.getpid()}
+            "lispm/hello",
+            {"protocol": 1, "version": "0.1.0", "emacs_pid": os.getpid(),
+             "ledger_file": str(self.runtime_dir / "ledger.sqlite3")},
         )
         return result
 

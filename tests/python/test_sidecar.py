@@ -177,7 +177,7 @@ async def test_list_agents_comes_from_emacs(sidecar: SidecarProcess) -> None:
     assert note == {
         "jsonrpc": "2.0",
         "method": "lispm/agent-connected",
-        "params": {"name": "claude"},
+        "params": {"name": "claude", "instance": 0},
     }
 
 

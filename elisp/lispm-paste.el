@@ -1,0 +1,71 @@
+;;; lispm-paste.el --- Emacs's part of delivering a message: the paste  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; The sidecar decides when a message goes into an agent's composer (the
+;; agent is idle, as its own records say) and cleans it; Emacs only
+;; writes it to the pty, because only Emacs owns the terminal.  The
+;; message goes as one bracketed paste, and Return follows as a separate
+;; write a moment later: Claude Code loses an immediate Return about one
+;; time in five, and Codex swallows a Return that arrives with the text.
+;;
+;; Emacs refuses text that still holds a control character: the
+;; sidecar's sanitiser is the one that cleans, this is the last check.
+
+;;; Code:
+
+(require 'lispm-agents)
+(require 'lispm-term)
+
+(defvar lispm-paste-return-delay 0.4
+  "Seconds between the paste and the Return that submits it.")
+
+(define-error 'lispm-paste-refused "LispM refuses to paste" 'lispm-error)
+
+(defun lispm-paste--clean-p (text)
+  "Return non-nil if TEXT has no control character but newline and tab."
+  (not (string-match-p (rx (any (#x00 . #x08) (#x0b . #x1f) (#x7f . #x9f))) text)))
+
+(defun lispm-paste-submit (agent text)
+  "Paste TEXT into AGENT's composer and press Return a moment later.
+Signal `lispm-paste-refused' if AGENT has no live terminal or TEXT holds
+a control character other than newline and tab."
+  (let ((buffer (lispm-agent-buffer agent)))
+    (unless (lispm-term-live-p buffer)
+      (signal 'lispm-paste-refused (list (lispm-agent-name agent) "no live terminal")))
+    (unless (lispm-paste--clean-p text)
+      (signal 'lispm-paste-refused (list (lispm-agent-name agent) "control characters")))
+    (lispm-term-paste buffer text)
+    (run-at-time lispm-paste-return-delay nil
+                 (lambda ()
+                   (when (lispm-term-live-p buffer)
+                     (lispm-term-send buffer "\r"))))))
+
+(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/paste)) params)
+  "Paste the message in PARAMS into the composer of the agent they name."
+  (let ((agent (lispm-agents--from-params params)))
+    (unless agent
+      (jsonrpc-error :code -32001
+                     :message (format "no live agent %s (instance %s)"
+                                      (plist-get params :name)
+                                      (plist-get params :instance))))
+    (condition-case err
+        (lispm-paste-submit agent (plist-get params :text))
+      (lispm-paste-refused
+       (jsonrpc-error :code -32602 :message (format "refused: %S" (cdr err)))))
+    (list :pasted t)))
+
+(provide 'lispm-paste)
+;;; lispm-paste.el ends here

@@ -1,0 +1,181 @@
+"""When a message goes into an agent: one FIFO queue per agent.
+
+A queue hands its oldest message over only while the agent's watcher says
+the agent is *idle* (waiting for its user) — an unknown state is not idle,
+because a paste followed by Return during an approval prompt approves the
+pending command.  After a hand-over it waits until the agent's records
+show the message was picked up (a new prompt), or 30 s, before the next.
+
+How a message is handed over is the `Handover`'s business: into the CLI's
+composer through Emacs (`ComposerHandover`), or, for agents that live in a
+daemon, to the daemon directly.  Everything here is driven by events —
+the watcher's callbacks and new messages — never by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from .errors import LispmError
+from .ledger import Ledger, Message
+from .rpc import EmacsLink
+from .sanitize import sanitize
+from .watchers import AgentActivity, Watcher
+
+log = logging.getLogger(__name__)
+
+PICKUP_TIMEOUT = 30.0
+
+
+def render(message: Message) -> str:
+    """Return MESSAGE as the receiving agent reads it, header first."""
+    if message.kind == "request":
+        return (
+            f"[Request {message.request_id} from {message.sender}]\n{message.text}\n\n"
+            f"({message.sender} waits for your answer: give it with your reply tool, "
+            f"request {message.request_id}.)"
+        )
+    if message.kind == "reply":
+        return f"[Reply from {message.sender} to request {message.request_id}]\n{message.text}"
+    return f"[Message from {message.sender}]\n{message.text}"
+
+
+class Handover(Protocol):
+    """A way of giving an agent a message."""
+
+    async def hand_over(self, name: str, instance: int, text: str) -> None:
+        """Give agent NAME (INSTANCE) TEXT, or raise `LispmError`."""
+        ...
+
+
+class ComposerHandover:
+    """Paste into the CLI's composer: Emacs owns the terminal, so Emacs writes."""
+
+    def __init__(self, link: EmacsLink) -> None:
+        self._link = link
+
+    async def hand_over(self, name: str, instance: int, text: str) -> None:
+        await self._link.request("emacs/paste", {"name": name, "instance": instance, "text": text})
+
+
+class DeliveryQueue:
+    """The queue of one agent, run by one task that sleeps between events."""
+
+    def __init__(
+        self,
+        name: str,
+        instance: int,
+        ledger: Ledger,
+        handover: Handover,
+        on_change: Callable[[DeliveryQueue], None],
+    ) -> None:
+        self.name = name
+        self.instance = instance
+        self.queued = 0
+        self._ledger = ledger
+        self._handover = handover
+        self._on_change = on_change
+        self._watcher: Watcher | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def activity(self) -> AgentActivity:
+        """What the agent's records say it is doing."""
+        return self._watcher.activity if self._watcher else AgentActivity.UNKNOWN
+
+    def start(self) -> None:
+        """Start delivering; messages already queued in the ledger count too."""
+        self._task = asyncio.create_task(self._run(), name=f"delivery:{self.name}")
+        self.wake()
+
+    async def stop(self) -> None:
+        """Stop delivering (what is queued stays queued in the ledger)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def attach(self, watcher: Watcher) -> None:
+        """Follow WATCHER, which reads the agent's own records."""
+        self._watcher = watcher
+        watcher.subscribe(self._watched)
+        self.wake()
+
+    def wake(self) -> None:
+        """Look again: a message was queued, or something changed."""
+        self._wake.set()
+
+    def _watched(self) -> None:
+        self._on_change(self)
+        self.wake()
+
+    async def _count(self) -> list[Message]:
+        queued = await self._ledger.queued_for(self.name)
+        if len(queued) != self.queued:
+            self.queued = len(queued)
+            self._on_change(self)
+        return queued
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._deliver_while_idle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("delivery to %s failed", self.name)
+
+    async def _deliver_while_idle(self) -> None:
+        while True:
+            queued = await self._count()
+            if not queued or self.activity is not AgentActivity.IDLE:
+                return
+            await self._deliver(queued[0])
+
+    async def _deliver(self, message: Message) -> None:
+        assert self._watcher is not None
+        prompts_before = self._watcher.prompts_seen
+        # At most once: the durable claim comes before the paste, so a crash
+        # in between loses a paste (visibly: delivered, never picked up)
+        # rather than pasting it twice after a restart.
+        await self._ledger.mark_delivered(message.id)
+        await self._count()
+        try:
+            await self._handover.hand_over(self.name, self.instance, sanitize(render(message)))
+        except LispmError as err:
+            log.warning("cannot hand %s message %d: %s", self.name, message.id, err)
+            await self._ledger.mark_failed(message.id, str(err))
+            return
+        if await self._picked_up(prompts_before):
+            await self._ledger.mark_picked_up(message.id)
+        else:
+            log.warning("%s did not record message %d within %gs", self.name, message.id,
+                        PICKUP_TIMEOUT)
+
+    async def _picked_up(self, prompts_before: int) -> bool:
+        """Wait until the agent records a new prompt; False after `PICKUP_TIMEOUT`."""
+        watcher = self._watcher
+        assert watcher is not None
+        seen = asyncio.Event()
+
+        def check() -> None:
+            if watcher.prompts_seen > prompts_before:
+                seen.set()
+
+        watcher.subscribe(check)
+        check()
+        try:
+            await asyncio.wait_for(seen.wait(), PICKUP_TIMEOUT)
+        except TimeoutError:
+            return False
+        finally:
+            watcher.unsubscribe(check)
+        return True

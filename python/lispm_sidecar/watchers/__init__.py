@@ -1,0 +1,38 @@
+"""Watchers that tell, from each agent CLI's own records, whether the agent
+is waiting for its user (idle), busy, or waiting for an approval.
+
+One `Inotify` per sidecar serves every watcher::
+
+    inotify = Inotify()
+    watcher = make_watcher("claude", inotify, home=Path.home(), pid=pid,
+                           cwd=folder, session_id=session_id)
+    watcher.subscribe(lambda: print(watcher.activity, watcher.prompts_seen))
+    await watcher.start()
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .base import AgentActivity, Watcher
+from .claude import ClaudeWatcher, claude_home_for, project_dir_name
+from .codex import CodexWatcher, codex_home_for
+from .inotify import Inotify
+
+__all__ = ["AgentActivity", "ClaudeWatcher", "CodexWatcher", "Inotify", "Watcher",
+           "claude_home_for", "codex_home_for", "make_watcher", "project_dir_name"]
+
+
+def make_watcher(kind: str, inotify: Inotify, *, home: Path, pid: int, cwd: Path,
+                 session_id: str | None) -> Watcher | None:
+    """The watcher for an agent of KIND ("claude" or "codex"), or None for a
+    kind without one.  HOME is the user's home; `$CLAUDE_CONFIG_DIR` and
+    `$CODEX_HOME` in the sidecar's environment take precedence.  PID is the
+    terminal's process; SESSION_ID the `--session-id` Claude was started with."""
+    environ = dict(os.environ)
+    if kind == "claude":
+        return ClaudeWatcher(inotify, claude_home_for(home, environ), pid, session_id, cwd)
+    if kind == "codex":
+        return CodexWatcher(inotify, codex_home_for(home, environ), pid, cwd)
+    return None

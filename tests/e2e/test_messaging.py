@@ -1,0 +1,84 @@
+"""End to end: real Claude Code asks real Codex through LispM, offline.
+
+The scripted gateway plays both models: Claude asks Codex for a review of
+notes.el; Codex reads the file and replies.  The ERT file drives Emacs and
+checks the ledger and what each model saw; this checks the gateway's log.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
+
+ANSWER = (
+    "notes-parse-header takes (substring line 0 colon) with colon nil when the line has no "
+    "colon, so it signals wrong-type-argument. Check the colon first and return nil for a "
+    "line without one."
+)
+
+
+def script(project: Path) -> list[dict[str, Any]]:
+    """The models' parts, matched against each prompt (first match wins)."""
+    notes = f"[[file:{project}/notes.el::9]]"
+    return [
+        # Claude, on Codex's reply: say what Codex said.
+        {"match": "[Reply from codex to request", "steps": [{"say": "Codex says: {prompt}"}]},
+        {"match": "[Message from lispm]", "steps": [{"say": "Noted: {prompt}"}]},
+        # Codex, on a request: read the file, then reply.
+        {"match": "[Request R1 from claude]", "steps": [
+            {"shell": "cat notes.el"},
+            {"tool": "lispm.reply", "args": {"request": "R1", "text": ANSWER}},
+            {"say": "I replied to claude."},
+        ]},
+        # Codex, on a request it will not live to answer: work slowly.
+        {"match": "[Request R2 from claude]", "steps": [{"say": "Thinking hard...", "delay": 60}]},
+        # Codex, on a plain message.
+        {"match": "[Message from claude]", "steps": [{"say": "Thanks for the note."}]},
+        # Claude, asked by the user.
+        {"match": "Get Codex's review", "steps": [
+            {"tool": "lispm.ask_agent", "args": {
+                "to": "codex",
+                "request": f"Please review notes-parse-header in {notes}: it crashes on a "
+                           "header line with no colon."}},
+            {"say": "I asked codex ({last_tool_result}); its answer will come as my next input."},
+        ]},
+        {"match": "Ask Codex once more", "steps": [
+            {"tool": "lispm.ask_agent", "args": {"to": "codex", "request": "One more look?"}},
+            {"say": "Asked again: {last_tool_result}"},
+        ]},
+        {"match": "Tell Codex", "steps": [
+            {"tool": "lispm.send_message", "args": {"to": "codex", "text": "FYI: tests pass."}},
+            {"say": "Told codex: {last_tool_result}"},
+        ]},
+        # Either CLI, told to run a command: its shell tool, which asks first.
+        {"match": "Touch the flag file", "steps": [
+            {"shell": "touch approved-flag.txt", "escalate": True,
+             "justification": "the user asked for it"},
+            {"say": "Done: {last_tool_result}"},
+        ]},
+        {"match": "", "steps": [{"say": "Hello! I am ready."}]},
+    ]
+
+
+@pytest.mark.e2e
+def test_claude_asks_codex_for_a_review(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
+    make_project(project)
+    run = run_ert_e2e(tmp_path, "lispm-e2e-messaging.el", script(project.resolve()), [project])
+    assert_ert_passed(run, expected_tests=1)
+    claude = run.main_requests("anthropic")
+    codex = run.main_requests("responses")
+    # The reply reached Claude exactly once, as one new turn.
+    replies = [r for r in claude if not r["tool_results"]
+               and r["prompt"].startswith("[Reply from codex to request R1]")]
+    assert len(replies) == 1, [r["prompt"] for r in claude]
+    # LispM's tools were offered to both models under their CLIs' names.
+    for name in ("send_message", "ask_agent", "reply", "list_agents"):
+        assert any(f"mcp__lispm__{name}" in r["tools"] for r in claude), name
+        assert any(f"mcp__lispm.{name}" in r["tools"] for r in codex), name
