@@ -85,7 +85,8 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
 (defun lispm-e2e-foundation--scenario (backend)
   "Run both CLIs in BACKEND terminals and check `list_agents' and the list."
   (let ((lispm-terminal-backend backend))
-    (unwind-protect
+    (lispm-e2e-begin)
+  (unwind-protect
         (pcase-let ((`(,claude ,codex) (lispm-e2e-foundation--start-both)))
           (should (eq (lispm-term-backend (lispm-agent-buffer claude)) backend))
           (lispm-e2e-foundation--check-answers
@@ -100,6 +101,7 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
 
 (ert-deftest lispm-e2e-foundation-vterm-and-sidecar-restart ()
   "Both CLIs in vterm; then the sidecar is SIGKILLed; then Codex closes."
+  (lispm-e2e-begin)
   (unwind-protect
       (pcase-let* ((`(,claude ,codex) (lispm-e2e-foundation--scenario 'vterm))
                    (ports (lispm-e2e-foundation--served))
@@ -142,6 +144,7 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
 
 (ert-deftest lispm-e2e-foundation-term ()
   "Both CLIs in built-in term terminals, with LispM's fixes."
+  (lispm-e2e-begin)
   (unwind-protect
       (pcase-let ((`(,claude ,codex) (lispm-e2e-foundation--scenario 'term)))
         ;; The fixes keep escape sequences and window titles out of the text.
@@ -153,6 +156,7 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
 
 (ert-deftest lispm-e2e-foundation-closed-while-starting ()
   "Agents closed mid-start leave no trace; names count up while they live."
+  (lispm-e2e-begin)
   (unwind-protect
       (let* ((first (lispm-agent-start 'claude (lispm-e2e-project "proj-a")))
              (second (lispm-agent-start 'claude (lispm-e2e-project "proj-a"))))

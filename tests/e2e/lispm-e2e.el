@@ -71,15 +71,24 @@ On time-out fail the test, saying WHAT was awaited and showing the terminals."
     (lispm-e2e-sleep 0.4)
     (lispm-term-send buffer "\r")))
 
+(defvar lispm-e2e--first-request 0
+  "Requests the gateway logged before the current test began.")
+
+(defun lispm-e2e-begin ()
+  "Start a test: from now on, see only the requests the gateway logs anew."
+  (setq lispm-e2e--first-request 0)
+  (setq lispm-e2e--first-request (length (lispm-e2e-requests))))
+
 (defun lispm-e2e-requests ()
-  "Return every request the gateway logged, as plists, oldest first."
+  "Return the requests the gateway logged in this test, as plists, oldest first."
   (let ((file (lispm-e2e-dir "gateway.jsonl")))
     (when (file-exists-p file)
       (with-temp-buffer
         (insert-file-contents file)
-        (cl-loop for line in (split-string (buffer-string) "\n" t)
-                 collect (json-parse-string line :object-type 'plist
-                                            :null-object nil :false-object nil))))))
+        (nthcdr lispm-e2e--first-request
+                (cl-loop for line in (split-string (buffer-string) "\n" t)
+                         collect (json-parse-string line :object-type 'plist
+                                                    :null-object nil :false-object nil)))))))
 
 (defun lispm-e2e-main-requests (api &optional prompt-part)
   "Return the gateway's main requests of API whose prompt contains PROMPT-PART."

@@ -26,19 +26,21 @@ def script(project: Path) -> list[dict[str, Any]]:
     """The models' parts, matched against each prompt (first match wins)."""
     notes = f"[[file:{project}/notes.el::9]]"
     return [
-        # Claude, on Codex's reply: say what Codex said.
+        # Claude, on Codex's reply or LispM's notice: say what it got.
         {"match": "[Reply from codex to request", "steps": [{"say": "Codex says: {prompt}"}]},
         {"match": "[Message from lispm]", "steps": [{"say": "Noted: {prompt}"}]},
-        # Codex, on a request: read the file, then reply.
-        {"match": "[Request R1 from claude]", "steps": [
+        # Codex, asked to review: read the file, then reply.
+        {"match": "Please review notes-parse-header", "steps": [
             {"shell": "cat notes.el"},
-            {"tool": "lispm.reply", "args": {"request": "R1", "text": ANSWER}},
+            {"tool": "lispm.reply", "args": {"request": "{request_id}", "text": ANSWER}},
             {"say": "I replied to claude."},
         ]},
-        # Codex, on a request it will not live to answer: work slowly.
-        {"match": "[Request R2 from claude]", "steps": [{"say": "Thinking hard...", "delay": 60}]},
-        # Codex, on a plain message.
-        {"match": "[Message from claude]", "steps": [{"say": "Thanks for the note."}]},
+        # Codex, asked something it will not live to answer: it works slowly.
+        {"match": "One more look?", "steps": [{"say": "Thinking hard...", "delay": 60}]},
+        # Codex, told to be busy for a while.
+        {"match": "Work slowly", "steps": [{"say": "Working slowly...", "delay": 8}]},
+        # Either, on a plain message.
+        {"match": "[Message from", "steps": [{"say": "Thanks for the note."}]},
         # Claude, asked by the user.
         {"match": "Get Codex's review", "steps": [
             {"tool": "lispm.ask_agent", "args": {
@@ -54,6 +56,10 @@ def script(project: Path) -> list[dict[str, Any]]:
         {"match": "Tell Codex", "steps": [
             {"tool": "lispm.send_message", "args": {"to": "codex", "text": "FYI: tests pass."}},
             {"say": "Told codex: {last_tool_result}"},
+        ]},
+        {"match": "Tell Claude", "steps": [
+            {"tool": "lispm.send_message", "args": {"to": "claude", "text": "FYI: build is green."}},
+            {"say": "Told claude: {last_tool_result}"},
         ]},
         # Either CLI, told to run a command: its shell tool, which asks first.
         {"match": "Touch the flag file", "steps": [
@@ -71,13 +77,16 @@ def test_claude_asks_codex_for_a_review(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
     make_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-messaging.el", script(project.resolve()), [project])
-    assert_ert_passed(run, expected_tests=1)
+    assert_ert_passed(run, expected_tests=5)
     claude = run.main_requests("anthropic")
     codex = run.main_requests("responses")
-    # The reply reached Claude exactly once, as one new turn.
-    replies = [r for r in claude if not r["tool_results"]
-               and r["prompt"].startswith("[Reply from codex to request R1]")]
-    assert len(replies) == 1, [r["prompt"] for r in claude]
+    # Each reply reached Claude exactly once, as one new turn: also the
+    # one whose sidecar was SIGKILLed between the ask and the reply.
+    replies = [r["prompt"].split("]")[0] for r in claude
+               if not r["tool_results"] and r["prompt"].startswith("[Reply from codex")]
+    assert len(replies) == 2 and len(set(replies)) == 2, replies
+    # Nothing was ever approved: the flag file exists in no project.
+    assert not list(tmp_path.glob("**/approved-flag.txt"))
     # LispM's tools were offered to both models under their CLIs' names.
     for name in ("send_message", "ask_agent", "reply", "list_agents"):
         assert any(f"mcp__lispm__{name}" in r["tools"] for r in claude), name

@@ -55,7 +55,8 @@ A step is one model response, with exactly one of:
 
 Optional keys: `"text"` (said before a tool or shell call) and `"delay"`
 (seconds spread over the streamed pieces: slow streaming). In every string,
-`{last_tool_result}` is the text of the newest tool result and `{prompt}` P.
+`{last_tool_result}` is the text of the newest tool result, `{prompt}` P, and
+`{request_id}` the id in a LispM `[Request R<n> from …]` header in P.
 
 Directives
 ----------

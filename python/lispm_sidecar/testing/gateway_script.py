@@ -259,11 +259,20 @@ def realize(step: Step, conv: Conversation) -> Reply:
     return Reply(text, call, step.delay)
 
 
+_REQUEST_HEADER = re.compile(r"\[Request (R\d+) from ")
+
+
 def substitute(value: Any, conv: Conversation) -> Any:
-    """Fill `{last_tool_result}` and `{prompt}` in every string of `value`."""
+    """Fill `{last_tool_result}`, `{prompt}` and `{request_id}` in every string of `value`.
+
+    `{request_id}` is the id in a LispM `[Request R<n> from …]` header in the
+    prompt, so a script can reply to a request whose number it cannot know.
+    """
     if isinstance(value, str):
         last = conv.results[-1].text if conv.results else ""
-        return value.replace("{last_tool_result}", last).replace("{prompt}", conv.prompt)
+        header = _REQUEST_HEADER.search(conv.prompt)
+        return (value.replace("{last_tool_result}", last).replace("{prompt}", conv.prompt)
+                .replace("{request_id}", header.group(1) if header else ""))
     if isinstance(value, list):
         return [substitute(v, conv) for v in value]
     if isinstance(value, dict):
