@@ -58,7 +58,8 @@ def script(project: Path) -> list[dict[str, Any]]:
             {"say": "Told codex: {last_tool_result}"},
         ]},
         {"match": "Tell Claude", "steps": [
-            {"tool": "lispm.send_message", "args": {"to": "claude", "text": "FYI: build is green."}},
+            {"tool": "lispm.send_message",
+             "args": {"to": "claude", "text": "FYI: build is green."}},
             {"say": "Told claude: {last_tool_result}"},
         ]},
         # Either CLI, told to run a command: its shell tool, which asks first.

@@ -179,7 +179,7 @@ class ClaudeWatcher(Watcher):
         self.inotify = inotify
         self.claude_home = Path(claude_home)
         self.pid = pid
-        self.cwd = Path(os.path.realpath(cwd))
+        self.cwd = Path(os.path.realpath(os.path.expanduser(cwd)))
         self.claude_pid = pid
         self.session_id = session_id
         self.status: str | None = None

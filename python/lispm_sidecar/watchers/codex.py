@@ -138,7 +138,7 @@ class CodexWatcher(Watcher):
         self.inotify = inotify
         self.codex_home = Path(codex_home)
         self.root_pid = root_pid
-        self.cwd = Path(os.path.realpath(cwd))
+        self.cwd = Path(os.path.realpath(os.path.expanduser(cwd)))
         self.sessions = Path(os.path.realpath(self.codex_home / "sessions"))
         self._classes: dict[Path, str] = {}
         self._tail: JsonlTail | None = None

@@ -164,6 +164,12 @@ class Inotify:
         self._by_wd.clear()
         self._overflow.clear()
 
+    def __enter__(self) -> Inotify:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     async def __aenter__(self) -> Inotify:
         return self
 
