@@ -44,7 +44,7 @@
   "The ledger of LispM's messages, requests and replies, newest first.
 \\{lispm-ledger-mode-map}"
   (setq tabulated-list-format
-        [("Time" 8 nil) ("Kind" 7 t) ("From" 10 t) ("To" 10 t) ("Request" 7 t)
+        [("Time" 8 nil) ("Kind" 7 t) ("From" 10 t) ("To" 10 t) ("Request" 12 t)
          ("State" 10 t) ("Text" 0 nil)])
   (setq tabulated-list-padding 1)
   (add-hook 'tabulated-list-revert-hook #'lispm-ledger--fetch nil t)
@@ -72,7 +72,9 @@
                   (or (plist-get entry :kind) "")
                   (lispm-ledger--agent-cell (plist-get entry :sender))
                   (lispm-ledger--agent-cell (plist-get entry :recipient))
-                  (or (plist-get entry :request_id) "")
+                  (if-let* ((request (plist-get entry :request_id)))
+                      (format "%s %s" request (or (plist-get entry :request_state) ""))
+                    "")
                   (or (plist-get entry :state) "")
                   (lispm-present-text (car (split-string text "\n")))))))
 
