@@ -1,0 +1,112 @@
+;;; lispm-paste-test.el --- Tests of pasting a message into a terminal  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; A real terminal runs a small program that records every read from its
+;; pty, raw, with the time; the tests check what LispM wrote, and when.
+
+;;; Code:
+
+(require 'ert)
+(require 'lispm)
+
+(defconst lispm-paste-test--recorder
+  "import os, sys, time, tty
+tty.setraw(0)
+out = open(sys.argv[1], 'a')
+while True:
+    data = os.read(0, 65536)
+    if not data:
+        break
+    out.write('%.3f %s\\n' % (time.time(), data.hex()))
+    out.flush()
+"
+  "A program that appends each read from its terminal, hex, to a file.")
+
+(defun lispm-paste-test--reads (file)
+  "Return the reads the recorder wrote to FILE: a list of (TIME . STRING)."
+  (when (file-exists-p file)
+    (with-temp-buffer
+      (insert-file-contents file)
+      (mapcar (lambda (line)
+                (pcase-let ((`(,time ,hex) (split-string line " ")))
+                  (cons (string-to-number time)
+                        (decode-coding-string
+                         (apply #'unibyte-string
+                                (cl-loop for i from 0 below (length hex) by 2
+                                         collect (string-to-number (substring hex i (+ i 2)) 16)))
+                         'utf-8-unix))))
+              (split-string (buffer-string) "\n" t)))))
+
+(defmacro lispm-paste-test--with-agent (spec &rest body)
+  "Run BODY with (AGENT FILE) bound to a recorded terminal's agent and its file.
+SPEC is (AGENT FILE BACKEND)."
+  (declare (indent 1) (debug t))
+  (pcase-let ((`(,agent ,file ,backend) spec))
+    `(let* ((,file (make-temp-file "lispm-paste-reads"))
+            (lispm-agents--by-name (make-hash-table :test #'equal))
+            (buffer (lispm-term-start "*lispm paste test*"
+                                      (list "python3" "-c" lispm-paste-test--recorder ,file)
+                                      :directory temporary-file-directory :backend ,backend))
+            (,agent (lispm-agent--make :name "codex" :kind 'codex :folder "/tmp/"
+                                       :serial 7 :buffer buffer)))
+       (puthash "codex" ,agent lispm-agents--by-name)
+       (unwind-protect
+           (progn (sleep-for 0.5) ,@body)
+         (kill-buffer buffer)
+         (delete-file ,file)))))
+
+(defun lispm-paste-test--wait-reads (file count)
+  "Wait until FILE holds COUNT reads or more; return them."
+  (let ((deadline (+ (float-time) 5)) reads)
+    (while (and (< (length (setq reads (lispm-paste-test--reads file))) count)
+                (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    reads))
+
+(defun lispm-paste-test--bracketed-then-return (backend)
+  "Check that a paste is bracketed, and Return follows alone and later, in BACKEND."
+  (lispm-paste-test--with-agent (agent file backend)
+    (lispm-paste-submit agent "héllo\n\tworld ✓")
+    (let* ((reads (lispm-paste-test--wait-reads file 2))
+           (text (mapconcat #'cdr reads "")))
+      (should (equal text "\e[200~héllo\n\tworld ✓\e[201~\r"))
+      ;; Return is its own write, at least a quarter second after the paste.
+      (should (equal (cdr (car (last reads))) "\r"))
+      (should (>= (- (car (car (last reads))) (car (car reads))) 0.25)))))
+
+(ert-deftest lispm-paste-test-bracketed-then-return-term ()
+  (lispm-paste-test--bracketed-then-return 'term))
+
+(ert-deftest lispm-paste-test-bracketed-then-return-vterm ()
+  (lispm-paste-test--bracketed-then-return 'vterm))
+
+(ert-deftest lispm-paste-test-refuses-control-characters ()
+  (lispm-paste-test--with-agent (agent file 'term)
+    (dolist (text (list "a\rb" "a\eb" "a\e[201~b" (string ?a #x03) (string ?a #x9b ?b)
+                        (string ?a #x7f)))
+      (should-error (lispm-paste-submit agent text) :type 'lispm-paste-refused))
+    (sleep-for 0.6)
+    (should-not (lispm-paste-test--reads file))))
+
+(ert-deftest lispm-paste-test-request-from-the-sidecar ()
+  (lispm-paste-test--with-agent (agent file 'term)
+    (should (equal (lispm-sidecar-handle-request
+                    'emacs/paste '(:name "codex" :instance 7 :text "from the sidecar"))
+                   '(:pasted t)))
+    (should (string-search "from the sidecar"
+                           (mapconcat #'cdr (lispm-paste-test--wait-reads file 1) "")))
+    ;; Another instance of the same name, an unknown agent, unclean text: errors.
+    (let ((err (should-error (lispm-sidecar-handle-request
+                              'emacs/paste '(:name "codex" :instance 8 :text "x"))
+                             :type 'jsonrpc-error)))
+      (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32001)))
+    (should-error (lispm-sidecar-handle-request 'emacs/paste '(:name "nobody" :text "x"))
+                  :type 'jsonrpc-error)
+    (should-error (lispm-sidecar-handle-request
+                   'emacs/paste '(:name "codex" :instance 7 :text "\e[201~"))
+                  :type 'jsonrpc-error)
+    (ignore agent)))
+
+(provide 'lispm-paste-test)
+;;; lispm-paste-test.el ends here
