@@ -8,6 +8,10 @@ each event is dispatched to the subscriptions of its watch descriptor whose
 mask it matches.  On `IN_Q_OVERFLOW` (the kernel's queue was full and events
 were lost) every overflow callback runs, so that watchers re-read their
 files.
+
+`DirWatch` watches a directory that may not exist yet (its nearest
+existing ancestor is watched until it appears) or may be removed and made
+again; `TreeWatch` watches a tree of them (Codex's YYYY/MM/DD folders).
 """
 
 from __future__ import annotations
@@ -278,7 +282,6 @@ class Inotify:
             log.exception("inotify callback %r failed", callback)
 
 
-
 _GONE = IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT
 
 
@@ -333,6 +336,9 @@ class DirWatch:
                     self.path, self.mask | IN_ONLYDIR | _GONE, self._dir_event)
             except (FileNotFoundError, NotADirectoryError):
                 pass
+            except OSError as err:      # EACCES, ENOSPC (out of watches)…
+                log.warning("cannot watch %s: %s", self.path, err)
+                return
             else:
                 if self._on_ready is not None:
                     self._on_ready()
@@ -354,6 +360,9 @@ class DirWatch:
                     raise
                 child, parent = parent, parent.parent
                 continue
+            except OSError as err:
+                log.warning("cannot watch %s: %s", parent, err)
+                return True
             # The next component may have appeared before the watch was in place.
             return not os.path.isdir(child)
 
@@ -448,6 +457,9 @@ class TreeWatch:
                 lambda event: self._sub_event(path, level, event))
         except (FileNotFoundError, NotADirectoryError):
             return
+        except OSError as err:
+            log.warning("cannot watch %s: %s", path, err)
+            return
         self._dirs[path] = watch
         self._scan(path, level, report=True)
 
@@ -462,7 +474,7 @@ class TreeWatch:
     def _scan(self, directory: Path, level: int, *, report: bool) -> None:
         try:
             entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return
         for entry in sorted(entries, key=lambda e: e.name):
             try:
