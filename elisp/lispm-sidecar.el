@@ -130,14 +130,18 @@ on it re-register whatever the sidecar must know, such as live agents.")
          (cons (concat "PYTHONPATH=" (lispm-sidecar--source-directory)
                        (when-let* ((old (getenv "PYTHONPATH"))) (concat ":" old)))
                process-environment)))
-    (make-process
-     :name "lispm-sidecar"
-     :command (list (lispm-sidecar--python) "-m" "lispm_sidecar")
-     :connection-type 'pipe
-     :coding 'utf-8-emacs-unix
-     :noquery t
-     ;; jsonrpc.el expects exactly this name for the stderr buffer.
-     :stderr (get-buffer-create "*lispm-sidecar stderr*"))))
+    ;; Adaptive read buffering makes Emacs skip a pipe for up to 50 ms
+    ;; after a small read from it; the sidecar sends many small messages,
+    ;; and a paste request would wait that out.
+    (let ((process-adaptive-read-buffering nil))
+      (make-process
+       :name "lispm-sidecar"
+       :command (list (lispm-sidecar--python) "-m" "lispm_sidecar")
+       :connection-type 'pipe
+       :coding 'utf-8-emacs-unix
+       :noquery t
+       ;; jsonrpc.el expects exactly this name for the stderr buffer.
+       :stderr (get-buffer-create "*lispm-sidecar stderr*")))))
 
 (defun lispm-sidecar--stderr-tail (connection)
   "Return the last lines the sidecar of CONNECTION wrote to stderr."

@@ -40,6 +40,8 @@
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
 ;;   lispm-ledger.el    the ledger view
+;;   lispm-views.el     Emacs as the agents see it: the editor-state push
+;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
@@ -52,6 +54,8 @@
 (require 'lispm-list)
 (require 'lispm-paste)
 (require 'lispm-ledger)
+(require 'lispm-views)
+(require 'lispm-ide)
 
 ;;;###autoload
 (defun lispm-start-agent (kind &optional folder)
@@ -64,6 +68,9 @@ With a prefix argument, also ask for the FOLDER to work in."
                   nil t))
          (and current-prefix-arg (read-directory-name "In folder: "))))
   (lispm-agent-start-and-show kind folder))
+
+(add-hook 'lispm-agent-started-functions
+          (lambda (_agent) (lispm-views-ensure)))
 
 (provide 'lispm)
 ;;; lispm.el ends here

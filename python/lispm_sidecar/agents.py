@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .confine import Visibility, buffer_links
 from .delivery import DeliveryQueue, Handover
+from .editor import EditorMirror
 from .errors import AgentExists, InvalidParams, UnknownAgent
-from .ledger import Ledger
+from .ledger import Ledger, Message
 from .messaging import Messenger
+from .rpc import EmacsLink
 from .runtime import AgentFiles, new_token
 from .watchers import Inotify, Watcher, make_watcher
 
@@ -42,6 +45,7 @@ class Agent:
     files: AgentFiles
     server: HttpServer
     queue: DeliveryQueue
+    seen: Visibility
     watcher: Watcher | None = None
     connected: bool = False
 
@@ -73,6 +77,8 @@ class Services:
     handover: Handover
     inotify: Inotify
     home: Path
+    mirror: EditorMirror
+    link: EmacsLink
     on_connected: Callable[[Agent], None]
     on_activity: Callable[[Agent], None]
 
@@ -135,6 +141,7 @@ class Agents:
         # the first agent needs them, so the sidecar answers Emacs at once.
         from .mcp_server import Guard, HttpServer
         from .tools import build_mcp
+        from .views import Views
 
         agent: Agent | None = None
 
@@ -143,7 +150,11 @@ class Agents:
                 agent.connected = True
                 self.services.on_connected(agent)
 
-        mcp = build_mcp(name, self.services.list_agents, self.messenger)
+        seen = Visibility(folder)
+        if restore:
+            seen.link(await self._links_delivered_to(name))
+        views = Views(self.services.mirror, seen, self.services.link)
+        mcp = build_mcp(name, self.services.list_agents, self.messenger, views)
         app = mcp.streamable_http_app(json_response=True)
         server = HttpServer(Guard(app, token, lambda: server.port, authenticated))
         try:
@@ -155,16 +166,27 @@ class Agents:
         queue = DeliveryQueue(
             name, instance, self.services.ledger, self.services.handover,
             lambda _queue: self.services.on_activity(agent) if agent else None,
+            on_delivered=lambda message: seen.link(buffer_links(message.text)),
         )
         agent = Agent(
             name=name, kind=kind, folder=folder, instance=instance,
             session_id=session_id or str(uuid.uuid4()), files=files, server=server, queue=queue,
+            seen=seen,
         )
         files.write_claude_config(agent.url, token)
         self.by_name[name] = agent
         queue.start()
         log.info("agent %s (%s) serves on port %d", name, kind, server.port)
         return agent
+
+    async def _links_delivered_to(self, name: str) -> set[str]:
+        """The buffers linked in messages already handed to agent NAME."""
+        delivered: list[Message] = await self.services.ledger.entries(100_000, name)
+        return {
+            link for message in delivered
+            if message.recipient == name and message.state in ("delivered", "picked_up")
+            for link in buffer_links(message.text)
+        }
 
     async def attach(self, name: str, instance: int, pid: int, session_id: str | None) -> Agent:
         """Watch the records of agent NAME's CLI, which runs as process PID."""

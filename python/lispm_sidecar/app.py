@@ -10,6 +10,8 @@ Methods (Emacs → sidecar), all with object params:
 - `lispm/agent-stop {name, instance?}` → `{}`; whoever waits on it is told
 - `lispm/agents {}` → `{agents: [...]}`, the sidecar's view (for debugging and tests)
 - `lispm/ledger {limit?, agent?}` → `{entries: [...]}`, newest first
+- notification `lispm/editor-state {buffers, selection, diagnostics}`: Emacs's
+  newest snapshot, for the mirror that answers the cheap views
 - `lispm/ping PARAMS` → PARAMS; `lispm/ping-emacs {count}` → `{count, seconds}`
 - `lispm/stats {}` → `{pid, rss_kb, agents}`
 - `lispm/shutdown {}` → `{}`, then the sidecar exits
@@ -17,6 +19,7 @@ Methods (Emacs → sidecar), all with object params:
 Requests and notifications into Emacs:
 - `emacs/list-agents {}` → `{agents: [{name, kind, folder, state}]}`
 - `emacs/paste {name, instance, text}` → `{pasted}`: paste a due message
+- `emacs/buffer-text {buffer}` → `{buffer, file, truename, dirty, text}`
 - `emacs/ping PARAMS` → PARAMS
 - notification `lispm/agent-connected {name, instance}`: the CLI reached its server
 - notification `lispm/agent-activity {name, instance, activity, queued}`
@@ -34,6 +37,7 @@ from typing import Any
 from . import PROTOCOL_VERSION, __version__
 from .agents import Agent, Agents, Services
 from .delivery import ComposerHandover
+from .editor import EditorMirror
 from .errors import InvalidParams, LispmError, VersionMismatch
 from .ledger import Ledger
 from .rpc import EmacsLink, Params
@@ -96,6 +100,7 @@ class Sidecar:
         self._agents: Agents | None = None
         self._ledger: Ledger | None = None
         self._inotify: Inotify | None = None
+        self.mirror = EditorMirror()
         for name, handler in (
             ("lispm/hello", self.hello),
             ("lispm/agent-start", self.agent_start),
@@ -103,6 +108,7 @@ class Sidecar:
             ("lispm/agent-stop", self.agent_stop),
             ("lispm/agents", self.list_served),
             ("lispm/ledger", self.ledger_entries),
+            ("lispm/editor-state", self.editor_state),
             ("lispm/ping", self.ping),
             ("lispm/ping-emacs", self.ping_emacs),
             ("lispm/stats", self.stats),
@@ -139,6 +145,8 @@ class Sidecar:
                 handover=ComposerHandover(self.link),
                 inotify=self._inotify,
                 home=Path.home(),
+                mirror=self.mirror,
+                link=self.link,
                 on_connected=self._notify_connected,
                 on_activity=self._notify_activity,
             ),
@@ -199,6 +207,10 @@ class Sidecar:
         self._notify_activity(agent)
         return {"watching": agent.watcher.describe() if agent.watcher else None}
 
+    async def editor_state(self, params: Params) -> None:
+        """Take Emacs's newest snapshot of its buffers (a notification)."""
+        self.mirror.update(params)
+
     async def ledger_entries(self, params: Params) -> Params:
         """Return the ledger's newest entries, for the ledger view."""
         assert self._ledger is not None
@@ -222,7 +234,8 @@ class Sidecar:
         """Return the agents this sidecar serves."""
         return {
             "agents": [
-                dict(agent.describe(), connected=agent.connected)
+                dict(agent.describe(), connected=agent.connected, queued=agent.queue.queued,
+                     watching=agent.watcher.describe() if agent.watcher else None)
                 for agent in self.agents.by_name.values()
             ]
         }

@@ -72,6 +72,7 @@ class DeliveryQueue:
         ledger: Ledger,
         handover: Handover,
         on_change: Callable[[DeliveryQueue], None],
+        on_delivered: Callable[[Message], None] | None = None,
     ) -> None:
         self.name = name
         self.instance = instance
@@ -79,6 +80,7 @@ class DeliveryQueue:
         self._ledger = ledger
         self._handover = handover
         self._on_change = on_change
+        self._on_delivered = on_delivered
         self._watcher: Watcher | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -154,6 +156,8 @@ class DeliveryQueue:
             log.warning("cannot hand %s message %d: %s", self.name, message.id, err)
             await self._ledger.mark_failed(message.id, str(err))
             return
+        if self._on_delivered is not None:
+            self._on_delivered(message)
         if await self._picked_up(prompts_before):
             await self._ledger.mark_picked_up(message.id)
         else:

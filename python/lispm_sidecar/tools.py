@@ -1,9 +1,10 @@
 """The tools every agent's MCP server offers.
 
-Only real tools are registered: `list_agents` and the messaging tools
-(`send_message`, `ask_agent`, `reply`) now; LispM's own tools arrive with
-the issue that builds them.  Each description is written so that a model
-uses the tool right with no other prompting.
+Only real tools are registered: `list_agents`, the messaging tools
+(`send_message`, `ask_agent`, `reply`) and the read-only views of Emacs
+(see `views.py`); LispM's own tools arrive with the issue that builds
+them.  Each description is written so that a model uses the tool right
+with no other prompting.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import Field
 from . import __version__
 from .errors import LispmError
 from .messaging import Messenger
+from .views import Views, add_views
 
 ListAgents = Callable[[], Awaitable[list[dict[str, Any]]]]
 
@@ -61,11 +63,14 @@ To = Annotated[str, Field(description="The name of the other agent, e.g. codex (
 Text = Annotated[str, Field(description="The message, as plain text (markdown is fine).")]
 
 
-def build_mcp(agent_name: str, list_agents: ListAgents, messenger: Messenger) -> MCPServer:
+def build_mcp(
+    agent_name: str, list_agents: ListAgents, messenger: Messenger, views: Views
+) -> MCPServer:
     """Return the MCP server of the agent AGENT_NAME.
 
     LIST_AGENTS fetches the live agents from Emacs, the source of truth;
-    MESSENGER carries messages through the ledger.
+    MESSENGER carries messages through the ledger; VIEWS shows Emacs as
+    this agent may see it.
     """
     server: MCPServer = MCPServer(name="lispm", instructions=INSTRUCTIONS, version=__version__)
 
@@ -110,4 +115,5 @@ def build_mcp(agent_name: str, list_agents: ListAgents, messenger: Messenger) ->
                     description=ASK_AGENT, annotations=talks, structured_output=False)
     server.add_tool(reply, name="reply", title="Reply to a request",
                     description=REPLY, annotations=talks, structured_output=False)
+    add_views(server, views)
     return server

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import mcp_path, rpc, sidecar
-from .core import BENCH_DIR, Benchmark, Context, Metric
+from . import bench_ledger, bench_watchers, delivery, mcp_path, rpc, sidecar
+from .core import BENCH_DIR, TARGETS, Benchmark, Context, Metric, plain
 
 #: Every benchmark, in the order they run (the quick, quiet ones first).
 BENCHMARKS: dict[str, Benchmark] = {
@@ -32,6 +32,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "rpc": rpc.roundtrip,
     "list_agents": mcp_path.list_agents,
     "rss": sidecar.rss,
+    "ledger_pairs": plain(bench_ledger.ledger_pairs_per_s, TARGETS),
+    "ledger_recovery": plain(bench_ledger.ledger_recovery_100k_s, TARGETS),
+    "watcher_ratio": plain(bench_watchers.watcher_200mb_vs_1mb_ratio, TARGETS),
+    "watcher_idle_cpu": plain(bench_watchers.watcher_idle_cpu_percent_50_agents, TARGETS),
+    "delivery": delivery.delivery,
 }
 
 RESULTS = BENCH_DIR / "results.json"

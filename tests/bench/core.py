@@ -78,6 +78,17 @@ class Context:
 
 Benchmark = Callable[[Context], Awaitable[list[Metric]]]
 
+#: The targets of metrics whose benchmark does not set its own (plain
+#: functions, through `plain`), and of the delivery benchmark.
+TARGETS: dict[str, Target] = {
+    "delivery_latency_median_ms": Target("<=", 50),
+    "delivery_latency_p99_ms": Target("<=", 200),
+    "delivery_emacs_blocked_ms": Target("<=", 5),
+    "ledger_recovery_100k_s": Target("<=", 1),
+    "watcher_200mb_vs_1mb_ratio": Target("<=", 1.2),
+    "watcher_idle_cpu_percent_50_agents": Target("<", 1),
+}
+
 #: What a plain benchmark function returns: `{key: {"value": ..., "unit": ...}}`,
 #: the shape of `results.json`.
 ResultDict = Mapping[str, Mapping[str, float | str]]

@@ -41,8 +41,11 @@ On time-out fail the test, saying WHAT was awaited and showing the terminals."
                 (< (float-time) deadline))
       (accept-process-output nil 0.05))
     (or value
-        (ert-fail (list (format "Timed out after %ss waiting for %s" seconds what)
-                        (lispm-e2e--screens))))))
+        (let ((print-length nil) (print-level nil))
+          (message "LispM e2e: the sidecar's agents: %S"
+                   (ignore-errors (lispm-sidecar-request 'lispm/agents nil)))
+          (ert-fail (list (format "Timed out after %ss waiting for %s" seconds what)
+                          (lispm-e2e--screens)))))))
 
 (defun lispm-e2e-sleep (seconds)
   "Let processes run for SECONDS."

@@ -494,7 +494,29 @@ async def test_claude_busy_spell_without_a_record_ends_after_the_grace(
     await watcher.stop()
 
 
+async def test_claude_steady_idle_status_wins_over_a_reappended_transcript(
+        inotify: Inotify, fake_claude: FakeClaude) -> None:
+    # Seen with the real CLI when its MCP server restarted: after the turn
+    # ended, Claude re-appended older entries (a prompt, a tool_use, its
+    # tool_result), so the file's last line is no turn end.  The status
+    # file says idle throughout; once steady for the grace, that wins.
+    lines = lines_of("claude-interactive.jsonl")[:9]
+    fake_claude.status("idle")
+    fake_claude.lines(lines + REF_TOOL_TAIL)
+    watcher = await started_claude(inotify, fake_claude)
+    await until(lambda: watcher.describe()["status"] == "idle", "status idle")
+    assert watcher.activity == BUSY
+    started = time.monotonic()
+    await expect(watcher, IDLE)
+    assert time.monotonic() - started > 0.5
+    # Not while the status says otherwise.
+    fake_claude.status("waiting", waiting_for="permission prompt")
+    await expect(watcher, WAITING)
+    await watcher.stop()
+
+
 REF = lines_of("claude-reference.jsonl")
+REF_TOOL_TAIL = REF[4:7]
 # (pid-file status, waitingFor, transcript lines, expected): the rows of the
 # reference's timeline table, the batch lag, and what the real runs showed.
 CLAUDE_ROWS: list[tuple[str, str, str | None, list[bytes], AgentActivity]] = [

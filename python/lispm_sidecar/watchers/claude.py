@@ -10,8 +10,11 @@ non-metadata entry ends a turn; `waiting` is an approval prompt or a dialog.
 
 Once the status has gone `busy`, IDLE also waits until a turn end written
 after that has been read (so a quick turn's prompt is counted before its
-IDLE is reported), or until the status has stayed `idle` for
-`TURN_RECORD_GRACE` seconds (a busy spell that wrote no turn end).
+IDLE is reported).  A status that has stayed `idle` for
+`TURN_RECORD_GRACE` seconds is IDLE whatever the transcript's last line:
+a busy spell that wrote no turn end, or Claude re-appending older entries
+of the conversation after its turn ended (seen when its MCP server
+restarted).
 
 `/clear` (and `/resume`) switch the pid file to another `sessionId`; the
 watcher follows it to that session's transcript.
@@ -200,6 +203,8 @@ class ClaudeWatcher(Watcher):
         # The status went busy and no turn end has been read since.
         self._turn_open = False
         self._grace: asyncio.TimerHandle | None = None
+        #: The status has stayed `idle` for `TURN_RECORD_GRACE` seconds.
+        self._settled = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -316,12 +321,15 @@ class ClaudeWatcher(Watcher):
         self._pid_info = info if fresh else None
         status = info.get("status") if fresh else None
         self.status = status if isinstance(status, str) else None
-        if self.status == "busy":
-            self._turn_open = True
+        if self.status == "idle":
+            if self._grace is None and not self._settled:
+                self._grace = asyncio.get_running_loop().call_later(
+                    TURN_RECORD_GRACE, self._grace_over)
+        else:
+            self._settled = False
             self._cancel_grace()
-        elif self.status == "idle" and self._turn_open and self._grace is None:
-            self._grace = asyncio.get_running_loop().call_later(
-                TURN_RECORD_GRACE, self._grace_over)
+            if self.status == "busy":
+                self._turn_open = True
         session = info.get("sessionId") if fresh else None
         if isinstance(session, str) and session and session != self._bound:
             self._bind(session)
@@ -400,7 +408,8 @@ class ClaudeWatcher(Watcher):
 
     def _grace_over(self) -> None:
         self._grace = None
-        if self._started and self.status == "idle" and self._turn_open:
+        if self._started and self.status == "idle":
+            self._settled = True
             self._turn_open = False
             self._recompute()
 
@@ -420,7 +429,8 @@ class ClaudeWatcher(Watcher):
         elif self.status == "idle":
             if not self._has_transcript:
                 activity = AgentActivity.UNKNOWN  # just opened: no transcript yet
-            elif self._last is not None and self._last.turn_end and not self._turn_open:
+            elif self._settled or (
+                    self._last is not None and self._last.turn_end and not self._turn_open):
                 activity = AgentActivity.IDLE
             else:
                 activity = AgentActivity.BUSY  # the transcript lags the status
