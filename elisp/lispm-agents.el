@@ -337,7 +337,11 @@ waiting-for-approval) when its records tell one, else `running'."
   (dolist (agent (lispm-agents))
     (when-let* ((port (lispm-agent-port agent)))
       (lispm-sidecar-async-request
-       'lispm/agent-start (lispm-agents--identity agent :port port :restore t)
+       'lispm/agent-start
+       (lispm-agents--identity
+        agent :port port :restore t
+        :session_id (plist-get (lispm-agent-launch agent) :session_id)
+        :ide_port (plist-get (lispm-agent-launch agent) :ide_port))
        :on-success (lambda (_launch)
                      (when (lispm-agent-pid agent) (lispm-agents--attach agent t)))
        :on-error (lambda (text)

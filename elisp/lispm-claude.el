@@ -20,6 +20,12 @@
 ;; neither on the command line nor in the environment of the commands
 ;; Claude runs.  `--allowedTools' pre-approves LispM's tools; the user's
 ;; own MCP servers stay (no `--strict-mcp-config').
+;;
+;; Claude also gets Emacs through the protocol of its IDE extensions: the
+;; sidecar serves a WebSocket for each Claude terminal and writes its lock
+;; file, and `CLAUDE_CODE_SSE_PORT' in that terminal's environment names
+;; it, so Claude connects at start-up.  Its edits then come to Emacs as
+;; diffs to accept or reject (see lispm-ide.el).
 
 ;;; Code:
 
@@ -58,6 +64,13 @@
                   "--mcp-config" (plist-get launch :claude_mcp_config)
                   "--allowedTools" "mcp__lispm__*")
             lispm-claude-arguments)))
+
+(cl-defmethod lispm-agent-environment ((_kind (eql 'claude)) agent)
+  "Point Claude Code, as AGENT, at its own IDE server in Emacs.
+The port is set in this terminal's environment only; the lock file that
+holds the server's token is private to the user."
+  (when-let* ((port (plist-get (lispm-agent-launch agent) :ide_port)))
+    (list (format "CLAUDE_CODE_SSE_PORT=%d" port))))
 
 ;;;###autoload
 (defun lispm-claude (&optional folder)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from .confine import Visibility, buffer_links
 from .delivery import DeliveryQueue, Handover
 from .editor import EditorMirror
 from .errors import AgentExists, InvalidParams, UnknownAgent
+from .ide_lock import claude_config_dir, remove_lock, write_lock
 from .ledger import Ledger, Message
 from .messaging import Messenger
 from .rpc import EmacsLink
@@ -27,6 +29,8 @@ from .runtime import AgentFiles, new_token
 from .watchers import Inotify, Watcher, make_watcher
 
 if TYPE_CHECKING:
+    from .ide import IdeServer
+    from .ide_bridge import IdeBridge
     from .mcp_server import HttpServer
     from .tools import ListAgents
 
@@ -47,6 +51,9 @@ class Agent:
     queue: DeliveryQueue
     seen: Visibility
     watcher: Watcher | None = None
+    ide: IdeServer | None = None
+    ide_bridge: IdeBridge | None = None
+    ide_lock_dir: Path | None = None
     connected: bool = False
 
     def describe(self) -> dict[str, Any]:
@@ -58,6 +65,7 @@ class Agent:
             "port": self.server.port,
             "url": self.url,
             "session_id": self.session_id,
+            "ide_port": self.ide.port if self.ide else None,
             "token_file": str(self.files.token_file),
             "claude_mcp_config": str(self.files.claude_mcp_config),
         }
@@ -118,6 +126,7 @@ class Agents:
         port: int = 0,
         restore: bool = False,
         session_id: str | None = None,
+        ide_port: int = 0,
     ) -> Agent:
         """Start the MCP server of a new agent, or of one Emacs already had.
 
@@ -136,7 +145,7 @@ class Agents:
             token = files.read_token()
         else:
             token = new_token()
-            files.create(token)
+            files.create(token, new_token())
         # The MCP SDK and uvicorn take most of a second to import: not before
         # the first agent needs them, so the sidecar answers Emacs at once.
         from .mcp_server import Guard, HttpServer
@@ -174,10 +183,33 @@ class Agents:
             seen=seen,
         )
         files.write_claude_config(agent.url, token)
+        if kind == "claude":
+            try:
+                await self._start_ide(agent, ide_port if restore else 0)
+            except Exception:
+                await self._shut(agent)
+                if not restore:
+                    files.remove()
+                raise
         self.by_name[name] = agent
         queue.start()
         log.info("agent %s (%s) serves on port %d", name, kind, server.port)
         return agent
+
+    async def _start_ide(self, agent: Agent, port: int) -> None:
+        """Serve Claude Code's IDE protocol for AGENT, and write its lock file."""
+        from .ide import IdeServer
+        from .ide_bridge import IdeBridge
+
+        token = agent.files.read_token(ide=True)
+        bridge = IdeBridge(agent.name, agent.seen, self.services.mirror, self.services.link)
+        server = IdeServer(agent.name, Path(agent.seen.folder), token, bridge,
+                           ide_name=f"LispM ({agent.name})")
+        await server.start(port)
+        agent.ide, agent.ide_bridge = server, bridge
+        agent.ide_lock_dir = claude_config_dir(self.services.home, os.environ)
+        write_lock(agent.ide_lock_dir, server.port, self.owner_pid, [agent.seen.folder],
+                   token, server.ide_name)
 
     async def _links_delivered_to(self, name: str) -> set[str]:
         """The buffers linked in messages already handed to agent NAME."""
@@ -207,7 +239,14 @@ class Agents:
         await agent.queue.stop()
         if agent.watcher is not None:
             await agent.watcher.stop()
+        if agent.ide is not None:
+            await agent.ide.stop()
         await agent.server.stop()
+
+    def _remove_files(self, agent: Agent) -> None:
+        agent.files.remove()
+        if agent.ide is not None and agent.ide_lock_dir is not None:
+            remove_lock(agent.ide_lock_dir, agent.ide.port)
 
     async def stop(self, name: str, instance: int | None = None) -> None:
         """Stop agent NAME: its server, watcher and queue; delete its files.
@@ -218,8 +257,8 @@ class Agents:
         """
         agent = self.get(name, instance)
         del self.by_name[name]
-        agent.files.remove()
         await self._shut(agent)
+        self._remove_files(agent)
         await self.messenger.agent_left(name)
 
     async def stop_all(self, keep_files: bool) -> None:
@@ -233,4 +272,4 @@ class Agents:
         await asyncio.gather(*(self._shut(agent) for agent in agents))
         if not keep_files:
             for agent in agents:
-                agent.files.remove()
+                self._remove_files(agent)

@@ -12,6 +12,8 @@ Methods (Emacs → sidecar), all with object params:
 - `lispm/ledger {limit?, agent?}` → `{entries: [...]}`, newest first
 - notification `lispm/editor-state {buffers, selection, diagnostics}`: Emacs's
   newest snapshot, for the mirror that answers the cheap views
+- notification `lispm/diff-resolved {id, outcome, contents?}`: the user decided
+- `lispm/at-mention {name, instance, file, line_start, line_end}` → `{sent}`
 - `lispm/ping PARAMS` → PARAMS; `lispm/ping-emacs {count}` → `{count, seconds}`
 - `lispm/stats {}` → `{pid, rss_kb, agents}`
 - `lispm/shutdown {}` → `{}`, then the sidecar exits
@@ -20,6 +22,9 @@ Requests and notifications into Emacs:
 - `emacs/list-agents {}` → `{agents: [{name, kind, folder, state}]}`
 - `emacs/paste {name, instance, text}` → `{pasted}`: paste a due message
 - `emacs/buffer-text {buffer}` → `{buffer, file, truename, dirty, text}`
+- `emacs/open-diff {id, agent, file, new_contents, tab_name}` → `{shown}`;
+  `emacs/close-diff {id? | tab_name? | all?, agent?}`; `emacs/open-file {…}`;
+  `emacs/save-document {file}`: Claude's IDE tools
 - `emacs/ping PARAMS` → PARAMS
 - notification `lispm/agent-connected {name, instance}`: the CLI reached its server
 - notification `lispm/agent-activity {name, instance, activity, queued}`
@@ -37,8 +42,9 @@ from typing import Any
 from . import PROTOCOL_VERSION, __version__
 from .agents import Agent, Agents, Services
 from .delivery import ComposerHandover
-from .editor import EditorMirror
+from .editor import EditorMirror, EditorState
 from .errors import InvalidParams, LispmError, VersionMismatch
+from .ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
 from .rpc import EmacsLink, Params
 from .runtime import remove_orphans, runtime_root
@@ -101,6 +107,8 @@ class Sidecar:
         self._ledger: Ledger | None = None
         self._inotify: Inotify | None = None
         self.mirror = EditorMirror()
+        self.mirror.listen(self._selection_moved)
+        self._notifying: set[asyncio.Task[int]] = set()
         for name, handler in (
             ("lispm/hello", self.hello),
             ("lispm/agent-start", self.agent_start),
@@ -109,6 +117,8 @@ class Sidecar:
             ("lispm/agents", self.list_served),
             ("lispm/ledger", self.ledger_entries),
             ("lispm/editor-state", self.editor_state),
+            ("lispm/diff-resolved", self.diff_resolved),
+            ("lispm/at-mention", self.at_mention),
             ("lispm/ping", self.ping),
             ("lispm/ping-emacs", self.ping_emacs),
             ("lispm/stats", self.stats),
@@ -174,6 +184,9 @@ class Sidecar:
             raise InvalidParams("ledger_file must be a string")
         if self._agents is None:
             await self._open(emacs_pid, Path(ledger_file))
+        for config_dir in scanned_config_dirs(Path.home(), os.environ):
+            for lock in clean_stale_locks(config_dir):
+                log.info("removed the stale IDE lock %s", lock)
         removed = remove_orphans(self.root)
         if removed:
             log.info("removed files of agents whose Emacs died: %s", ", ".join(removed))
@@ -195,6 +208,7 @@ class Sidecar:
             port=_int(params, "port", 0),
             restore=params.get("restore") is True,
             session_id=_optional_str(params, "session_id"),
+            ide_port=_int(params, "ide_port", 0) if params.get("ide_port") else 0,
         )
         return agent.describe()
 
@@ -206,6 +220,44 @@ class Sidecar:
         )
         self._notify_activity(agent)
         return {"watching": agent.watcher.describe() if agent.watcher else None}
+
+    def _selection_moved(self, old: EditorState, new: EditorState) -> None:
+        """Tell each Claude's IDE connection where the user's selection went."""
+        selection = new.selection
+        if selection == old.selection or not selection or not selection.get("truename"):
+            return
+        agents = [a for a in self._agents.by_name.values() if a.ide] if self._agents else []
+        if not agents:
+            return
+        from .ide import file_uri  # loaded with the first IDE server: aiohttp is heavy
+
+        path = selection["truename"]
+        params = {"text": selection.get("text", ""), "filePath": path, "fileUrl": file_uri(path),
+                  "selection": {"start": selection.get("start"), "end": selection.get("end"),
+                                "isEmpty": bool(selection.get("is_empty"))}}
+        for agent in agents:
+            assert agent.ide is not None
+            task = asyncio.create_task(agent.ide.notify("selection_changed", params))
+            self._notifying.add(task)
+            task.add_done_callback(self._notifying.discard)
+
+    async def diff_resolved(self, params: Params) -> None:
+        """Hand Emacs's decision on a diff to the `openDiff` that waits for it."""
+        diff_id = _str(params, "id")
+        for agent in self.agents.by_name.values():
+            if agent.ide_bridge is not None and agent.ide_bridge.resolve(diff_id, params):
+                return
+        log.info("a decision on diff %s, which no one waits for any more", diff_id)
+
+    async def at_mention(self, params: Params) -> Params:
+        """Mention a file's lines to a Claude agent, as its IDE would."""
+        agent = self.agents.get(_str(params, "name"), _int(params, "instance", 0))
+        if agent.ide is None:
+            raise InvalidParams(f"{agent.name} is not a Claude agent with an IDE connection")
+        sent = await agent.ide.notify("at_mentioned", {
+            "filePath": _str(params, "file"), "lineStart": _int(params, "line_start", 0),
+            "lineEnd": _int(params, "line_end", 0)})
+        return {"sent": sent}
 
     async def editor_state(self, params: Params) -> None:
         """Take Emacs's newest snapshot of its buffers (a notification)."""

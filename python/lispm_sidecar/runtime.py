@@ -74,20 +74,26 @@ class AgentFiles:
         # from deleting the files of its successor.
         self.dir = root / "agents" / f"{owner_pid}-{name}-{instance}"
         self.token_file = self.dir / "token"
+        self.ide_token_file = self.dir / "ide-token"
         self.claude_mcp_config = self.dir / "claude-mcp.json"
 
-    def create(self, token: str) -> None:
-        """Write the folder afresh with TOKEN."""
+    def create(self, token: str, ide_token: str) -> None:
+        """Write the folder afresh with TOKEN, and IDE_TOKEN for Claude's IDE server."""
         self.dir.parent.mkdir(mode=0o700, exist_ok=True)
         self.dir.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.dir, 0o700)
         write_private(self.token_file, token.encode() + b"\n")
+        write_private(self.ide_token_file, ide_token.encode() + b"\n")
 
-    def read_token(self) -> str:
-        """Return the token stored for this agent."""
-        token = self.token_file.read_text().strip()
+    def read_token(self, ide: bool = False) -> str:
+        """Return the token stored for this agent (with IDE, its IDE server's)."""
+        path = self.ide_token_file if ide else self.token_file
+        try:
+            token = path.read_text().strip()
+        except FileNotFoundError as err:
+            raise InvalidParams(f"{path} is gone: the agent cannot be restored") from err
         if not token:
-            raise InvalidParams(f"{self.token_file} holds no token")
+            raise InvalidParams(f"{path} holds no token")
         return token
 
     def write_claude_config(self, url: str, token: str) -> None:
