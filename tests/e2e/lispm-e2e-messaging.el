@@ -39,11 +39,6 @@ user has spoken to it."
     (lispm-e2e-wait-activity codex 'idle 60)
     (list claude codex)))
 
-(defun lispm-e2e-wait-activity (agent activity seconds)
-  "Wait up to SECONDS until AGENT's activity is ACTIVITY."
-  (lispm-e2e-wait (lambda () (eq (lispm-agent-activity agent) activity))
-                  seconds (format "%s to be %s" (lispm-agent-name agent) activity)))
-
 (defun lispm-e2e-messaging--prompts (api)
   "Return the distinct prompts the model of API was sent, oldest first."
   (seq-uniq (mapcar (lambda (r) (plist-get r :prompt)) (lispm-e2e-main-requests api))))

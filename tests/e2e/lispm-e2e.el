@@ -66,6 +66,11 @@ On time-out fail the test, saying WHAT was awaited and showing the terminals."
     ;; Both CLIs take input reliably only about a second after drawing it.
     (lispm-e2e-sleep 1)))
 
+(defun lispm-e2e-wait-activity (agent activity seconds)
+  "Wait up to SECONDS until AGENT's activity is ACTIVITY."
+  (lispm-e2e-wait (lambda () (eq (lispm-agent-activity agent) activity))
+                  seconds (format "%s to be %s" (lispm-agent-name agent) activity)))
+
 (defun lispm-e2e-submit (agent text)
   "Type TEXT into AGENT's composer as a bracketed paste, then press Return."
   (let ((buffer (lispm-agent-buffer agent)))
