@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import bench_ledger, bench_watchers, delivery, mcp_path, rpc, sidecar
+from . import bench_ide, bench_ledger, bench_watchers, delivery, mcp_path, rpc, sidecar
 from .core import BENCH_DIR, TARGETS, Benchmark, Context, Metric, plain
 
 #: Every benchmark, in the order they run (the quick, quiet ones first).
@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "watcher_ratio": plain(bench_watchers.watcher_200mb_vs_1mb_ratio, TARGETS),
     "watcher_idle_cpu": plain(bench_watchers.watcher_idle_cpu_percent_50_agents, TARGETS),
     "delivery": delivery.delivery,
+    "ide": plain(lambda: asyncio.run(bench_ide.ide_tool_call()), TARGETS),
 }
 
 RESULTS = BENCH_DIR / "results.json"

@@ -87,6 +87,8 @@ TARGETS: dict[str, Target] = {
     "ledger_recovery_100k_s": Target("<=", 1),
     "watcher_200mb_vs_1mb_ratio": Target("<=", 1.2),
     "watcher_idle_cpu_percent_50_agents": Target("<", 1),
+    "ide_tool_call_ratio": Target("<=", 1.3),
+    "ide_tool_call_p99_ms_emacs_busy": Target("<=", 1),
 }
 
 #: What a plain benchmark function returns: `{key: {"value": ..., "unit": ...}}`,
