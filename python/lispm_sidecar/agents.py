@@ -23,6 +23,7 @@ from .editor import EditorMirror
 from .errors import AgentExists, InvalidParams, UnknownAgent
 from .ide_lock import claude_config_dir, remove_lock, write_lock
 from .ledger import Ledger, Message
+from .lisp_tools import LispTools
 from .messaging import Messenger
 from .rpc import EmacsLink
 from .runtime import AgentFiles, new_token
@@ -87,6 +88,7 @@ class Services:
     home: Path
     mirror: EditorMirror
     link: EmacsLink
+    lisp_tools: LispTools
     on_connected: Callable[[Agent], None]
     on_activity: Callable[[Agent], None]
 
@@ -163,7 +165,8 @@ class Agents:
         if restore:
             seen.link(await self._links_delivered_to(name))
         views = Views(self.services.mirror, seen, self.services.link)
-        mcp = build_mcp(name, self.services.list_agents, self.messenger, views)
+        mcp = build_mcp(name, instance, self.services.list_agents, self.messenger, views,
+                        self.services.lisp_tools)
         app = mcp.streamable_http_app(json_response=True)
         server = HttpServer(Guard(app, token, lambda: server.port, authenticated))
         try:

@@ -14,6 +14,10 @@ Methods (Emacs → sidecar), all with object params:
   newest snapshot, for the mirror that answers the cheap views
 - notification `lispm/diff-resolved {id, outcome, contents?}`: the user decided
 - `lispm/at-mention {name, instance, file, line_start, line_end}` → `{sent}`
+- notification `lispm/tool-result {call_id, ok, text | error}`: a tool call
+  that waited for the user's approval has finished
+- notification `lispm/audit {agent, role, kind, what, decision, reason?}`
+- `lispm/decisions {limit?, agent?}` → `{decisions: [...]}`, newest first
 - `lispm/ping PARAMS` → PARAMS; `lispm/ping-emacs {count}` → `{count, seconds}`
 - `lispm/stats {}` → `{pid, rss_kb, agents}`
 - `lispm/shutdown {}` → `{}`, then the sidecar exits
@@ -25,6 +29,10 @@ Requests and notifications into Emacs:
 - `emacs/open-diff {id, agent, file, new_contents, tab_name}` → `{shown}`;
   `emacs/close-diff {id? | tab_name? | all?, agent?}`; `emacs/open-file {…}`;
   `emacs/save-document {file}`: Claude's IDE tools
+- `emacs/search-tools {name, instance, query}` → `{results}`;
+  `emacs/skill {name, instance, skill}` → `{instructions, loaded, reason?}`;
+  `emacs/call-tool {name, instance, call_id, tool, args}` → `{ok, text | error}`
+  or `{pending: true}` (then `lispm/tool-result` later)
 - `emacs/ping PARAMS` → PARAMS
 - notification `lispm/agent-connected {name, instance}`: the CLI reached its server
 - notification `lispm/agent-activity {name, instance, activity, queued}`
@@ -46,6 +54,7 @@ from .editor import EditorMirror, EditorState
 from .errors import InvalidParams, LispmError, VersionMismatch
 from .ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
+from .lisp_tools import LispTools
 from .rpc import EmacsLink, Params
 from .runtime import remove_orphans, runtime_root
 from .watchers import Inotify
@@ -107,6 +116,7 @@ class Sidecar:
         self._ledger: Ledger | None = None
         self._inotify: Inotify | None = None
         self.mirror = EditorMirror()
+        self.lisp_tools = LispTools(link)
         self.mirror.listen(self._selection_moved)
         self._notifying: set[asyncio.Task[int]] = set()
         for name, handler in (
@@ -119,6 +129,9 @@ class Sidecar:
             ("lispm/editor-state", self.editor_state),
             ("lispm/diff-resolved", self.diff_resolved),
             ("lispm/at-mention", self.at_mention),
+            ("lispm/tool-result", self.tool_result),
+            ("lispm/audit", self.audit),
+            ("lispm/decisions", self.decisions),
             ("lispm/ping", self.ping),
             ("lispm/ping-emacs", self.ping_emacs),
             ("lispm/stats", self.stats),
@@ -157,6 +170,7 @@ class Sidecar:
                 home=Path.home(),
                 mirror=self.mirror,
                 link=self.link,
+                lisp_tools=self.lisp_tools,
                 on_connected=self._notify_connected,
                 on_activity=self._notify_activity,
             ),
@@ -258,6 +272,25 @@ class Sidecar:
             "filePath": _str(params, "file"), "lineStart": _int(params, "line_start", 0),
             "lineEnd": _int(params, "line_end", 0)})
         return {"sent": sent}
+
+    async def tool_result(self, params: Params) -> None:
+        """Finish a tool call that waited for the user (a notification)."""
+        if not self.lisp_tools.resolve(_str(params, "call_id"), params):
+            log.info("a result for tool call %s, which no one waits for", params.get("call_id"))
+
+    async def audit(self, params: Params) -> None:
+        """Record a policy decision in the ledger (a notification)."""
+        assert self._ledger is not None
+        await self._ledger.record_decision(
+            _str(params, "agent"), _str(params, "role"), _str(params, "kind"),
+            _str(params, "what"), _str(params, "decision"), _optional_str(params, "reason"))
+
+    async def decisions(self, params: Params) -> Params:
+        """Return the newest policy decisions, newest first."""
+        assert self._ledger is not None
+        found = await self._ledger.decisions(_int(params, "limit", 100),
+                                             _optional_str(params, "agent"))
+        return {"decisions": [decision.to_json() for decision in found]}
 
     async def editor_state(self, params: Params) -> None:
         """Take Emacs's newest snapshot of its buffers (a notification)."""

@@ -314,6 +314,42 @@ CREATE INDEX messages_sender ON messages (sender, id);
 CREATE INDEX messages_recipient ON messages (recipient, id);
 """
 
+# The audit of policy decisions: who asked to do what, what the user (or the
+# policy) decided, and when.  Created on open, also in older ledgers.
+_DECISIONS = """
+CREATE TABLE IF NOT EXISTS decisions (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  agent      TEXT NOT NULL,
+  role       TEXT NOT NULL,
+  kind       TEXT NOT NULL,
+  what       TEXT NOT NULL,
+  decision   TEXT NOT NULL,
+  reason     TEXT,
+  decided_at REAL NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision on something an agent asked to do."""
+
+    id: int
+    agent: str
+    role: str
+    kind: str
+    what: str
+    decision: str
+    reason: str | None
+    decided_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """Return this decision as a JSON object."""
+        return {"id": self.id, "agent": self.agent, "role": self.role, "kind": self.kind,
+                "what": self.what, "decision": self.decision, "reason": self.reason,
+                "time": self.decided_at}
+
+
 _MESSAGE_COLUMNS = (
     "id, kind, sender, recipient, text, request_n, state, reason, attempts,"
     " created_at, delivered_at, picked_up_at, failed_at"
@@ -497,6 +533,8 @@ class LedgerStore:
 
     def _migrate(self) -> None:
         if self._schema_version() == SCHEMA_VERSION:
+            with self._write() as conn:
+                conn.execute(_DECISIONS)
             return
         with self._write() as conn:
             if self._schema_version() == SCHEMA_VERSION:
@@ -505,6 +543,7 @@ class LedgerStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            conn.execute(_DECISIONS)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -784,6 +823,38 @@ class LedgerStore:
             rows = self._conn.execute(sql, (agent, limit, agent, limit, limit)).fetchall()
         return [_message(row) for row in rows]
 
+    def record_decision(self, agent: str, role: str, kind: str, what: str, decision: str,
+                        reason: str | None = None) -> Decision:
+        """Record, durably, a decision on something AGENT asked to do."""
+        for name, value in (("agent", agent), ("role", role), ("kind", kind),
+                            ("what", what), ("decision", decision)):
+            if not isinstance(value, str) or not value:
+                raise InvalidParams(f"{name} must be a non-empty string")
+        with self._write() as conn:
+            cursor = conn.execute(
+                "INSERT INTO decisions (agent, role, kind, what, decision, reason, decided_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (agent, role, kind, what[:2000], decision, reason, self._clock()))
+            row = conn.execute("SELECT * FROM decisions WHERE id = ?",
+                               (cursor.lastrowid,)).fetchone()
+        return _decision(row)
+
+    def decisions(self, limit: int = 100, agent: str | None = None) -> list[Decision]:
+        """Return the newest LIMIT decisions, newest first; only AGENT's if given."""
+        limit = _check_limit(limit)
+        if agent is None:
+            rows = self._conn.execute(
+                "SELECT * FROM decisions ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        else:
+            rows = self._conn.execute(
+                "SELECT * FROM decisions WHERE agent = ? ORDER BY id DESC LIMIT ?",
+                (agent, limit)).fetchall()
+        return [_decision(row) for row in rows]
+
+
+def _decision(row: Any) -> Decision:
+    return Decision(*row)
+
 
 def _reason(reason: object) -> str:
     if not isinstance(reason, str) or not reason.strip():
@@ -911,3 +982,13 @@ class Ledger:
     async def entries(self, limit: int = 100, agent: str | None = None) -> list[Message]:
         """See `LedgerStore.entries`."""
         return await self.run(lambda s: s.entries(limit, agent))
+
+    async def record_decision(self, agent: str, role: str, kind: str, what: str,
+                              decision: str, reason: str | None = None) -> Decision:
+        """See `LedgerStore.record_decision`."""
+        return await self.run(
+            lambda s: s.record_decision(agent, role, kind, what, decision, reason))
+
+    async def decisions(self, limit: int = 100, agent: str | None = None) -> list[Decision]:
+        """See `LedgerStore.decisions`."""
+        return await self.run(lambda s: s.decisions(limit, agent))

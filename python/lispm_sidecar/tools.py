@@ -1,10 +1,10 @@
 """The tools every agent's MCP server offers.
 
-Only real tools are registered: `list_agents`, the messaging tools
-(`send_message`, `ask_agent`, `reply`) and the read-only views of Emacs
-(see `views.py`); LispM's own tools arrive with the issue that builds
-them.  Each description is written so that a model uses the tool right
-with no other prompting.
+The seven tools: `list_agents`, the messaging tools (`send_message`,
+`ask_agent`, `reply`), and LispM's own tools and skills (`search_tools`,
+`skill`, `call_tool`, which run in Emacs under the user's policy); plus
+the read-only views of Emacs (see `views.py`).  Each description is
+written so that a model uses the tool right with no other prompting.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pydantic import Field
 
 from . import __version__
 from .errors import LispmError
+from .lisp_tools import LispTools
 from .messaging import Messenger
 from .views import Views, add_views
 
@@ -59,12 +60,33 @@ reply, and only once per request; the asker receives [Reply from <your name> \
 to request R1] followed by your text. Make the answer complete: it is all \
 the asker gets."""
 
+SEARCH_TOOLS = """\
+Find LispM's tools and skills by words (for example "edit file", "shell", \
+"grep"). Each result has a name, its kind (read, edit, shell, eval, message; \
+or skill) and a short description. Run a tool with call_tool; learn a skill \
+with skill."""
+
+SKILL = """\
+Learn one of LispM's skills by name (find them with search_tools): returns \
+its instructions, and loads its code so that its tools can be called with \
+call_tool from your next step on. A project's skill code loads only once the \
+user trusts the project; its instructions can always be read."""
+
+CALL_TOOL = """\
+Run one of LispM's tools in your own folder, as an agent of LispM's default \
+role: e.g. call_tool("edit_file", {"path": "notes.el", "old": "...", "new": \
+"..."}). Find tools and their arguments with search_tools. Reads run at once; \
+edits, shell commands and Lisp evaluation wait for the user's approval in \
+Emacs (the call stays open meanwhile), and a denial comes back as an error \
+with the user's reason. Paths outside your folder are refused."""
+
 To = Annotated[str, Field(description="The name of the other agent, e.g. codex (see list_agents).")]
 Text = Annotated[str, Field(description="The message, as plain text (markdown is fine).")]
 
 
 def build_mcp(
-    agent_name: str, list_agents: ListAgents, messenger: Messenger, views: Views
+    agent_name: str, instance: int, list_agents: ListAgents, messenger: Messenger,
+    views: Views, lisp_tools: LispTools,
 ) -> MCPServer:
     """Return the MCP server of the agent AGENT_NAME.
 
@@ -105,6 +127,32 @@ def build_mcp(
         except LispmError as err:
             raise ToolError(str(err)) from err
 
+    async def search_tools(
+        query: Annotated[str, Field(description="Words to look for.")],
+    ) -> dict[str, Any]:
+        try:
+            return {"results": await lisp_tools.search(agent_name, instance, query)}
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+
+    async def skill(
+        name: Annotated[str, Field(description="The skill's name, from search_tools.")],
+    ) -> dict[str, Any]:
+        try:
+            return await lisp_tools.skill(agent_name, instance, name)
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+
+    async def call_tool(
+        name: Annotated[str, Field(description="The tool's name, from search_tools.")],
+        args: Annotated[dict[str, Any] | None,
+                        Field(description="The tool's arguments, an object.")] = None,
+    ) -> str:
+        try:
+            return await lisp_tools.call(agent_name, instance, name, args or {})
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     talks = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     server.add_tool(list_agents_tool, name="list_agents", title="List agents",
@@ -115,5 +163,12 @@ def build_mcp(
                     description=ASK_AGENT, annotations=talks, structured_output=False)
     server.add_tool(reply, name="reply", title="Reply to a request",
                     description=REPLY, annotations=talks, structured_output=False)
+    server.add_tool(search_tools, name="search_tools", title="Search LispM's tools",
+                    description=SEARCH_TOOLS, annotations=read_only)
+    server.add_tool(skill, name="skill", title="Learn a skill", description=SKILL,
+                    annotations=talks)
+    server.add_tool(call_tool, name="call_tool", title="Call a LispM tool",
+                    description=CALL_TOOL, structured_output=False,
+                    annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
     add_views(server, views)
     return server

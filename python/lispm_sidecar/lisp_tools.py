@@ -1,0 +1,74 @@
+"""LispM's own tools and skills, which live in Emacs, for the other agents.
+
+`search_tools`, `skill` and `call_tool` are forwarded to Emacs, where the
+tool registry, the user's policy and the approvals are.  A call that needs
+the user's approval answers `{"pending": true}` at once (jsonrpc.el must
+answer synchronously) and its result comes later as the notification
+`lispm/tool-result`; the agent's MCP call stays open meanwhile, and nothing
+else waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from .errors import LispmError
+from .rpc import EmacsLink
+
+
+class ToolFailed(LispmError):
+    """The tool ran and failed, or the user denied it."""
+
+    code = -32040
+
+
+class LispTools:
+    """The calls into Emacs's tools of one sidecar, and those still waiting."""
+
+    def __init__(self, link: EmacsLink) -> None:
+        self._link = link
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    async def search(self, agent: str, instance: int, query: str) -> list[dict[str, Any]]:
+        """Return the tools and skills matching QUERY."""
+        answer = await self._link.request(
+            "emacs/search-tools", {"name": agent, "instance": instance, "query": query})
+        results = answer.get("results") if isinstance(answer, dict) else None
+        return list(results) if isinstance(results, list) else []
+
+    async def skill(self, agent: str, instance: int, name: str) -> dict[str, Any]:
+        """Load the skill NAME for AGENT; return its instructions and whether its code loaded."""
+        answer = await self._link.request(
+            "emacs/skill", {"name": agent, "instance": instance, "skill": name})
+        if not isinstance(answer, dict):
+            raise LispmError(f"no skill {name!r}")
+        return answer
+
+    async def call(self, agent: str, instance: int, tool: str, args: dict[str, Any]) -> str:
+        """Run TOOL with ARGS as AGENT and return its text; raise `ToolFailed` if it fails."""
+        call_id = str(uuid.uuid4())
+        answer = await self._link.request("emacs/call-tool", {
+            "name": agent, "instance": instance, "call_id": call_id,
+            "tool": tool, "args": args})
+        if isinstance(answer, dict) and answer.get("pending"):
+            waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[call_id] = waiting
+            try:
+                answer = await waiting
+            finally:
+                self._pending.pop(call_id, None)
+        if not isinstance(answer, dict):
+            raise ToolFailed(f"{tool}: Emacs gave no result")
+        if not answer.get("ok"):
+            raise ToolFailed(str(answer.get("error") or f"{tool} failed"))
+        return str(answer.get("text", ""))
+
+    def resolve(self, call_id: str, result: dict[str, Any]) -> bool:
+        """Finish the pending call CALL_ID with RESULT; False if none waits."""
+        waiting = self._pending.get(call_id)
+        if waiting is None or waiting.done():
+            return False
+        waiting.set_result(result)
+        return True
