@@ -63,6 +63,8 @@
                 ("mcp_servers.lispm.bearer_token_env_var"
                  . ,(format "%S" lispm-codex--token-variable))
                 ("mcp_servers.lispm.default_tools_approval_mode" . "\"approve\"")
+                ;; A LispM tool may wait for the user's approval in Emacs.
+                ("mcp_servers.lispm.tool_timeout_sec" . "3600")
                 ("shell_environment_policy.exclude"
                  . ,(format "[%S]" lispm-codex--token-variable)))
            append (list "-c" (concat key "=" value))))

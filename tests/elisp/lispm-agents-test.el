@@ -107,6 +107,7 @@
     (dolist (setting '("mcp_servers.lispm.url=\"http://127.0.0.1:4711/mcp\""
                        "mcp_servers.lispm.bearer_token_env_var=\"LISPM_MCP_TOKEN\""
                        "mcp_servers.lispm.default_tools_approval_mode=\"approve\""
+                       "mcp_servers.lispm.tool_timeout_sec=3600"
                        "shell_environment_policy.exclude=[\"LISPM_MCP_TOKEN\"]"))
       (should (member setting command)))
     ;; The launcher reads the token and hands it to Codex only.
