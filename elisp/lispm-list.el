@@ -17,7 +17,8 @@
 ;; `M-x lispm' shows every live agent in one list: name, kind, folder,
 ;; state, queued messages and MCP port.  The list follows the registry
 ;; live.  RET visits an agent's terminal, `k' closes the agent, `g'
-;; refreshes, `s' starts a new agent.
+;; refreshes, `s' starts a new agent, `A' shows what the agent on the
+;; line waits for the user to approve.
 
 ;;; Code:
 
@@ -25,6 +26,8 @@
 (require 'lispm-agents)
 
 (declare-function lispm-start-agent "lispm" (kind &optional folder))
+(declare-function lispm-approvals-show "lispm-approvals" (&optional agent))
+(declare-function lispm-approvals-count "lispm-approvals" (&optional agent))
 
 (defconst lispm-list-buffer-name "*LispM*"
   "The name of the agent list's buffer.")
@@ -32,6 +35,7 @@
 (defvar-keymap lispm-list-mode-map
   :doc "Keymap of the LispM agent list."
   "RET" #'lispm-list-visit
+  "A" #'lispm-approvals-show
   "k" #'lispm-list-close
   "s" #'lispm-start-agent)
 
@@ -40,7 +44,8 @@
 \\{lispm-list-mode-map}"
   (setq tabulated-list-format
         [("Name" 12 t) ("Kind" 8 t) ("Folder" 36 t) ("State" 20 t)
-         ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)])
+         ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)
+         ("Approvals" 9 t :right-align t)])
   (setq tabulated-list-padding 1)
   (add-hook 'tabulated-list-revert-hook #'lispm-list--fill nil t)
   (tabulated-list-init-header))
@@ -69,7 +74,11 @@
                   (abbreviate-file-name (lispm-agent-folder agent))
                   (propertize state 'face (intern-soft (concat "lispm-list-" state)))
                   (number-to-string (lispm-agent-queued agent))
-                  (if-let* ((port (lispm-agent-port agent))) (number-to-string port) "")))))
+                  (if-let* ((port (lispm-agent-port agent))) (number-to-string port) "")
+                  (let ((waiting (if (fboundp 'lispm-approvals-count)
+                                     (lispm-approvals-count agent)
+                                   0)))
+                    (if (zerop waiting) "" (number-to-string waiting)))))))
 
 (defun lispm-list--fill ()
   "Fill the list from the registry."

@@ -42,6 +42,8 @@
 ;;   lispm-ledger.el    the ledger view
 ;;   lispm-views.el     Emacs as the agents see it: the editor-state push
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
+;;   lispm-policy.el    allow / ask / deny per role and kind
+;;   lispm-approvals.el the approvals buffer and its mode-line notice
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
@@ -56,6 +58,8 @@
 (require 'lispm-ledger)
 (require 'lispm-views)
 (require 'lispm-ide)
+(require 'lispm-policy)
+(require 'lispm-approvals)
 
 ;;;###autoload
 (defun lispm-start-agent (kind &optional folder)
@@ -71,6 +75,7 @@ With a prefix argument, also ask for the FOLDER to work in."
 
 (add-hook 'lispm-agent-started-functions
           (lambda (_agent) (lispm-views-ensure)))
+(add-hook 'lispm-approvals-changed-hook #'lispm-list--refresh)
 
 (provide 'lispm)
 ;;; lispm.el ends here

@@ -1,0 +1,697 @@
+;;; lispm-approvals.el --- The user approves or denies what agents ask to do  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; When the policy (`lispm-policy-decide') says `ask', the action waits
+;; for the user:
+;;
+;;   (lispm-approvals-request AGENT ROLE KIND TARGET CALLBACK &optional TITLE)
+;;
+;; returns an id at once and never blocks; the agent's tool call stays
+;; open meanwhile.  The approval shows in `*LispM approvals*', one
+;; section each, newest last: who asks (agent and role), the kind, and
+;; what: an edit's diff, a shell command with its folder, an eval form
+;; pretty-printed.  While anything waits, the mode line says so
+;; (`lispm-approvals-mode-line').  Later CALLBACK is called exactly once
+;; with one of:
+;;
+;;   (:decision allow)                    allowed once
+;;   (:decision allow :for-session t)     allowed, and this kind stays
+;;                                        allowed for this agent
+;;   (:decision deny :reason "...")       denied; the reason goes back
+;;                                        to the agent as the tool's error
+;;   (:decision withdrawn :reason "...")  the agent left before anyone
+;;                                        decided (or the caller withdrew)
+;;
+;; Every decision is sent to the sidecar's ledger as `lispm/audit'.
+;; `lispm-approvals-authorize' puts policy and approvals together: what
+;; the policy allows or denies is answered at once, the rest is asked.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'button)
+(require 'diff-mode)
+(require 'pp)
+(require 'tabulated-list)
+(require 'lispm-base)
+(require 'lispm-sidecar)
+(require 'lispm-agents)
+(require 'lispm-policy)
+
+;;; Options
+
+(defgroup lispm-approvals nil
+  "Approving what LispM's agents ask to do."
+  :group 'lispm
+  :prefix "lispm-approvals-")
+
+(defcustom lispm-approvals-display-action
+  '((display-buffer-reuse-window display-buffer-in-side-window)
+    (side . bottom)
+    (slot . 0)
+    (window-height . 0.35))
+  "How the approvals buffer is shown when an approval arrives.
+A `display-buffer' action; the buffer is shown, never selected."
+  :type '(cons (repeat function) (alist :key-type symbol :value-type sexp)))
+
+(defcustom lispm-approvals-hide-when-done t
+  "Non-nil means hide the approvals buffer's windows once nothing waits."
+  :type 'boolean)
+
+(defcustom lispm-approvals-audit-automatic '(edit shell eval)
+  "Kinds whose actions the policy allows at once are still audited.
+`lispm-approvals-authorize' records in the ledger every action of these
+kinds that runs without asking; denials are always recorded."
+  :type '(repeat (choice (const read) (const edit) (const shell)
+                         (const eval) (const message))))
+
+(defconst lispm-approvals-buffer-name "*LispM approvals*"
+  "The name of the buffer of pending approvals.")
+
+(define-error 'lispm-approvals-error "LispM approval error" 'lispm-error)
+
+(defvar lispm-approvals-changed-hook nil
+  "Hook run whenever an approval arrives or goes.")
+
+;;; Approvals
+
+(cl-defstruct (lispm-approval (:constructor lispm-approval--make) (:copier nil))
+  "An action an agent asked to do, waiting for the user's decision."
+  (id nil :documentation "A string unique in this session: A1, A2, ...")
+  (agent nil :documentation "The asking agent.")
+  (role nil :documentation "The agent's role, a symbol.")
+  (kind nil :documentation "The kind of action, such as `edit'.")
+  (target nil :documentation "What the action is, a plist: :files, :diff,
+:command, :directory, :form, ...")
+  (title nil :documentation "The caller's one-line name of it, or nil.")
+  (callback nil :documentation "Called once with the decision's plist.")
+  (time nil :documentation "When it was asked, a float time.")
+  (registered nil :documentation "Non-nil if the agent was in the registry then."))
+
+(defvar lispm-approvals--pending nil
+  "The pending approvals, oldest first.")
+
+(defvar lispm-approvals--counter 0
+  "The number of the last approval asked for.")
+
+(defun lispm-approvals-pending ()
+  "Return the pending approvals, oldest first."
+  (copy-sequence lispm-approvals--pending))
+
+(defun lispm-approvals-get (id)
+  "Return the pending approval whose id is ID, or nil."
+  (cl-find id lispm-approvals--pending :key #'lispm-approval-id :test #'equal))
+
+(defun lispm-approvals--of-agent-p (approval agent)
+  "Return non-nil if APPROVAL was asked by AGENT (same name and serial)."
+  (let ((asker (lispm-approval-agent approval)))
+    (or (eq asker agent)
+        (and (equal (lispm-agent-name asker) (lispm-agent-name agent))
+             (eql (lispm-agent-serial asker) (lispm-agent-serial agent))))))
+
+(defun lispm-approvals-for-agent (agent)
+  "Return the pending approvals of AGENT, oldest first."
+  (cl-remove-if-not (lambda (approval) (lispm-approvals--of-agent-p approval agent))
+                    lispm-approvals--pending))
+
+(defun lispm-approvals-count (&optional agent)
+  "Return how many approvals wait; only AGENT's if AGENT is non-nil."
+  (length (if agent (lispm-approvals-for-agent agent) lispm-approvals--pending)))
+
+;;; Describing an action
+
+(defun lispm-approvals--one-line (string max)
+  "Return STRING on one line, cut to MAX characters."
+  (truncate-string-to-width
+   (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " string))
+   max nil nil "..."))
+
+(defun lispm-approvals--relative (agent file)
+  "Return FILE as AGENT would name it: relative to its folder if inside it."
+  (let ((folder (lispm-agent-folder agent))
+        (file (expand-file-name file (lispm-agent-folder agent))))
+    (if (and folder (file-in-directory-p file folder))
+        (file-relative-name file folder)
+      (abbreviate-file-name file))))
+
+(defun lispm-approvals--summary (approval)
+  "Return a one-line description of APPROVAL's action, for the ledger."
+  (let* ((target (lispm-approval-target approval))
+         (agent (lispm-approval-agent approval))
+         (files (mapconcat (lambda (f) (lispm-approvals--relative agent f))
+                           (plist-get target :files) " ")))
+    (lispm-approvals--one-line
+     (or (lispm-approval-title approval)
+         (pcase (lispm-approval-kind approval)
+           ('shell (format "shell: %s" (or (plist-get target :command) "")))
+           ('eval (format "eval: %s" (or (plist-get target :form) "")))
+           (kind (string-trim (format "%s %s" kind files)))))
+     200)))
+
+(defun lispm-approvals--fontify (text mode)
+  "Return TEXT fontified as MODE, a major mode function, would show it."
+  (with-temp-buffer
+    (insert text)
+    (delay-mode-hooks (funcall mode))
+    ;; Fontify the diff alone: never look for the files it names.
+    (setq-local diff-font-lock-syntax nil)
+    (setq-local diff-font-lock-prettify nil)
+    (ignore-errors (font-lock-ensure))
+    (buffer-string)))
+
+(defun lispm-approvals--pretty-form (form)
+  "Return the Lisp text FORM pretty-printed, or FORM if it does not read."
+  (condition-case nil
+      (let ((pos 0) (out nil))
+        (while (string-match-p "[^ \t\n\r]" (substring form pos))
+          (pcase-let ((`(,sexp . ,end) (read-from-string form pos)))
+            (push (pp-to-string sexp) out)
+            (setq pos end)))
+        (if out (mapconcat #'identity (nreverse out) "") form))
+    (error form)))
+
+;;; The buffer
+
+(defvar-keymap lispm-approvals-mode-map
+  :doc "Keymap of the LispM approvals buffer."
+  :parent special-mode-map
+  "a" #'lispm-approvals-allow
+  "s" #'lispm-approvals-allow-session
+  "d" #'lispm-approvals-deny
+  "n" #'lispm-approvals-next
+  "p" #'lispm-approvals-previous
+  "RET" #'lispm-approvals-visit
+  "g" #'lispm-approvals-refresh
+  "TAB" #'forward-button
+  "<backtab>" #'backward-button)
+
+(define-derived-mode lispm-approvals-mode special-mode "LispM-Approvals"
+  "Major mode of the actions agents ask to do, waiting for the user.
+Each section is one approval.  On a section:
+\\<lispm-approvals-mode-map>
+\\[lispm-approvals-allow] allows it once.
+\\[lispm-approvals-allow-session] allows it, and this kind for this agent for the rest of its session.
+\\[lispm-approvals-deny] denies it, with a reason the agent reads.
+\\[lispm-approvals-visit] visits the file under point, else the agent's terminal.
+\\[lispm-approvals-next] and \\[lispm-approvals-previous] move between approvals.
+
+\\{lispm-approvals-mode-map}"
+  (setq buffer-read-only t
+        truncate-lines nil)
+  (setq-local revert-buffer-function (lambda (&rest _) (lispm-approvals--render)))
+  (setq header-line-format
+        (substitute-command-keys
+         "\\<lispm-approvals-mode-map>\\[lispm-approvals-allow] allow once  \
+\\[lispm-approvals-allow-session] allow for session  \\[lispm-approvals-deny] deny  \
+\\[lispm-approvals-next]/\\[lispm-approvals-previous] next/previous  \
+\\[lispm-approvals-visit] visit  \\[quit-window] quit")))
+
+(defface lispm-approvals-heading '((t :inherit bold))
+  "Face of the first line of an approval.")
+
+(defface lispm-approvals-agent '((t :inherit font-lock-function-name-face))
+  "Face of the asking agent's name.")
+
+(defface lispm-approvals-kind '((t :inherit warning))
+  "Face of the kind of action asked for.")
+
+(defun lispm-approvals--button (label action help)
+  "Insert a button LABEL to call ACTION with no argument; HELP describes it."
+  (insert-button label 'action (lambda (_button) (funcall action))
+                 'follow-link t 'help-echo help)
+  (insert " "))
+
+(defun lispm-approvals--insert-block (text)
+  "Insert TEXT, indented, ending in a newline."
+  (let ((start (point)))
+    (insert text)
+    (unless (bolp) (insert "\n"))
+    (add-text-properties start (point) '(line-prefix "    " wrap-prefix "    "))))
+
+(defun lispm-approvals--insert-section (approval)
+  "Insert the section of APPROVAL at point."
+  (let* ((start (point))
+         (agent (lispm-approval-agent approval))
+         (target (lispm-approval-target approval))
+         (kind (lispm-approval-kind approval)))
+    (insert (propertize (format "%s  " (lispm-approval-id approval)) 'face 'shadow)
+            (propertize (lispm-agent-name agent) 'face 'lispm-approvals-agent)
+            (format " (role %s) asks for " (or (lispm-approval-role approval)
+                                               lispm-policy-default-role))
+            (propertize (symbol-name kind) 'face 'lispm-approvals-kind))
+    (when-let* ((title (lispm-approval-title approval)))
+      (insert ": " (lispm-approvals--one-line title 120)))
+    (add-face-text-property start (point) 'lispm-approvals-heading t)
+    (insert (format-time-string "  %H:%M:%S" (lispm-approval-time approval)) "\n")
+    (insert "  ")
+    (lispm-approvals--button "[Allow once]"
+                             (lambda () (lispm-approvals-allow approval))
+                             "Let the agent do this, this once")
+    (lispm-approvals--button "[Allow for session]"
+                             (lambda () (lispm-approvals-allow-session approval))
+                             (format "Let %s do any %s its role asks about until it closes"
+                                     (lispm-agent-name agent) kind))
+    (lispm-approvals--button "[Deny...]"
+                             (lambda () (call-interactively
+                                         (lambda (reason)
+                                           (interactive (list (lispm-approvals--read-reason)))
+                                           (lispm-approvals-deny approval reason))))
+                             "Refuse, with a reason the agent reads")
+    (insert "\n")
+    (dolist (file (plist-get target :files))
+      (let ((absolute (expand-file-name file (lispm-agent-folder agent))))
+        (insert "  File: "
+                (propertize (lispm-approvals--relative agent absolute)
+                            'lispm-approvals-file absolute
+                            'face 'link
+                            'help-echo "RET: visit this file")
+                "\n")))
+    (when-let* ((diff (plist-get target :diff)))
+      (lispm-approvals--insert-block (lispm-approvals--fontify diff #'diff-mode)))
+    (when-let* ((command (plist-get target :command)))
+      (let ((directory (or (plist-get target :directory) (lispm-agent-folder agent))))
+        (insert "  In: " (propertize (abbreviate-file-name directory)
+                                     'lispm-approvals-file directory
+                                     'face 'link
+                                     'help-echo "RET: visit this folder")
+                "\n")
+        (lispm-approvals--insert-block
+         (concat (propertize "$ " 'face 'shadow)
+                 (propertize command 'face 'font-lock-string-face)))))
+    (when-let* ((form (plist-get target :form)))
+      (lispm-approvals--insert-block
+       (lispm-approvals--fontify (lispm-approvals--pretty-form form) #'emacs-lisp-mode)))
+    (when-let* ((text (plist-get target :text)))
+      (lispm-approvals--insert-block text))
+    (insert "\n")
+    (put-text-property start (point) 'lispm-approval approval)))
+
+(defun lispm-approvals--position-of (approval)
+  "Return where APPROVAL's section begins in the current buffer, or nil."
+  (let ((pos (point-min)) found)
+    (while (and (not found) pos (< pos (point-max)))
+      (if (eq (get-text-property pos 'lispm-approval) approval)
+          (setq found pos)
+        (setq pos (next-single-property-change pos 'lispm-approval))))
+    found))
+
+(defun lispm-approvals--render ()
+  "Fill the approvals buffer, if it exists, keeping each window on its approval."
+  (when-let* ((buffer (get-buffer lispm-approvals-buffer-name)))
+    (with-current-buffer buffer
+      (let* ((shown (lispm-approvals--shown))
+             (places (mapcar (lambda (window)
+                               (cons window (lispm-approvals--place (window-point window))))
+                             (get-buffer-window-list buffer nil t)))
+             (here (lispm-approvals--place (point)))
+             (inhibit-read-only t))
+        (erase-buffer)
+        (if (null lispm-approvals--pending)
+            (insert (propertize "Nothing waits for your approval.\n" 'face 'shadow))
+          (insert (propertize (format "%d waiting for your approval:\n\n"
+                                      (length lispm-approvals--pending))
+                              'face 'shadow))
+          (mapc #'lispm-approvals--insert-section lispm-approvals--pending))
+        (cl-flet ((place (approval offset)
+                    (let ((start (and approval (lispm-approvals--position-of approval))))
+                      (cond
+                       (start (min (+ start offset) (point-max)))
+                       ;; Answered: go to the approval that followed it,
+                       ;; else the one before.
+                       ((and approval (memq approval shown))
+                        (let* ((after (cdr (memq approval shown)))
+                               (before (reverse (cl-subseq shown 0 (cl-position approval shown))))
+                               (next (cl-find-if (lambda (a) (memq a lispm-approvals--pending))
+                                                 (append after before))))
+                          (or (and next (lispm-approvals--position-of next))
+                              (point-min))))
+                       (t (or (lispm-approvals--first-section-start) (point-min)))))))
+          (goto-char (place (car here) (cdr here)))
+          (pcase-dolist (`(,window ,approval . ,offset) places)
+            (set-window-point window (place approval offset))))))))
+
+(defun lispm-approvals--shown ()
+  "Return the approvals shown in the current buffer, in order."
+  (let ((pos (point-min)) (shown nil))
+    (while (and pos (< pos (point-max)))
+      (when-let* ((approval (get-text-property pos 'lispm-approval)))
+        (push approval shown))
+      (setq pos (next-single-property-change pos 'lispm-approval)))
+    (nreverse shown)))
+
+(defun lispm-approvals--place (pos)
+  "Return (APPROVAL . OFFSET): the section at POS and how far into it POS is."
+  (let ((approval (get-text-property pos 'lispm-approval)))
+    (cons approval
+          (if approval (- pos (or (lispm-approvals--position-of approval) pos)) 0))))
+
+(defun lispm-approvals--first-section-start ()
+  "Return where the first approval's section begins, or nil."
+  (let ((pos (if (get-text-property (point-min) 'lispm-approval)
+                 (point-min)
+               (next-single-property-change (point-min) 'lispm-approval))))
+    (and pos (< pos (point-max)) pos)))
+
+(defun lispm-approvals--buffer ()
+  "Return the approvals buffer, created and filled."
+  (let ((buffer (get-buffer lispm-approvals-buffer-name)))
+    (unless buffer
+      (setq buffer (get-buffer-create lispm-approvals-buffer-name))
+      (with-current-buffer buffer (lispm-approvals-mode)))
+    (lispm-approvals--render)
+    buffer))
+
+(defun lispm-approvals--hide ()
+  "Hide the approvals buffer's windows, now that nothing waits."
+  (when-let* ((buffer (get-buffer lispm-approvals-buffer-name)))
+    (dolist (window (get-buffer-window-list buffer nil t))
+      (when (window-live-p window)
+        (ignore-errors (quit-restore-window window 'bury))))))
+
+;;; The mode line
+
+(defvar lispm-approvals-mode-line ""
+  "The mode line notice that approvals wait: \" LispM:N waiting\".
+It is in `global-mode-string' while anything waits.")
+(put 'lispm-approvals-mode-line 'risky-local-variable t)
+
+(defvar-keymap lispm-approvals--mode-line-map
+  :doc "Keymap of the mode line notice of waiting approvals."
+  "<mode-line> <mouse-1>" #'lispm-approvals-show)
+
+(defun lispm-approvals--update-mode-line ()
+  "Show in the mode line how many approvals wait, or nothing if none."
+  (let ((count (length lispm-approvals--pending)))
+    (if (zerop count)
+        (progn
+          (setq lispm-approvals-mode-line "")
+          (when (listp global-mode-string)
+            (setq global-mode-string
+                  (delq 'lispm-approvals-mode-line global-mode-string))))
+      (setq lispm-approvals-mode-line
+            (propertize (format " LispM:%d waiting" count)
+                        'face 'warning
+                        'mouse-face 'mode-line-highlight
+                        'help-echo "mouse-1: show the approvals that wait"
+                        'local-map lispm-approvals--mode-line-map))
+      (unless (listp global-mode-string)
+        (setq global-mode-string (list "" global-mode-string)))
+      (unless (memq 'lispm-approvals-mode-line global-mode-string)
+        (setq global-mode-string
+              (append global-mode-string '(lispm-approvals-mode-line))))))
+  (force-mode-line-update t))
+
+;;; The ledger
+
+(defun lispm-approvals--audit (agent role kind what decision &optional reason)
+  "Record in the ledger that AGENT, in ROLE, asked KIND WHAT; DECISION, REASON.
+DECISION is a symbol: `allow', `allow-session', `deny' or `withdrawn'."
+  (condition-case err
+      (lispm-sidecar-notify
+       'lispm/audit
+       (list :agent (lispm-agent-name agent)
+             :role (symbol-name (or role lispm-policy-default-role))
+             :kind (symbol-name kind)
+             :what what
+             :decision (symbol-name decision)
+             :reason reason
+             :time (float-time)))
+    (error (message "LispM: could not record the decision in the ledger: %s"
+                    (error-message-string err)))))
+
+;;; Asking and answering
+
+(defun lispm-approvals--changed ()
+  "Show the change of the pending approvals in the buffer and the mode line."
+  (lispm-approvals--render)
+  (lispm-approvals--update-mode-line)
+  (when (and lispm-approvals-hide-when-done (null lispm-approvals--pending))
+    (lispm-approvals--hide))
+  (run-hooks 'lispm-approvals-changed-hook))
+
+(defun lispm-approvals-request (agent role kind target callback &optional title)
+  "Ask the user whether AGENT, in ROLE, may do KIND on TARGET; return an id.
+KIND is one of `lispm-policy-kinds'.  TARGET is a plist: :files (file
+names), :diff (a unified diff of an edit), :command and :directory
+\(a shell command and where it runs), :form (Lisp text to evaluate),
+:text (anything else to show).  TITLE is a one-line name of the action, such
+as \"edit_file notes.el\".
+
+This returns at once, never waiting for the user.  Later CALLBACK is
+called exactly once with a plist: (:decision allow), (:decision allow
+:for-session t), (:decision deny :reason REASON), or (:decision
+withdrawn :reason REASON) when AGENT leaves before anyone decided."
+  (unless (lispm-agent-p agent)
+    (signal 'lispm-approvals-error (list "Not an agent" agent)))
+  (unless (and kind (symbolp kind))
+    (signal 'lispm-approvals-error (list "Not a kind of action" kind)))
+  (unless (functionp callback)
+    (signal 'lispm-approvals-error (list "Not a function" callback)))
+  (unless (listp target)
+    (signal 'lispm-approvals-error (list "Not a plist" target)))
+  (let ((approval (lispm-approval--make
+                   :id (format "A%d" (cl-incf lispm-approvals--counter))
+                   :agent agent :role (or role lispm-policy-default-role)
+                   :kind kind :target target :title title :callback callback
+                   :time (float-time)
+                   :registered (lispm-agent-live-p agent))))
+    (setq lispm-approvals--pending (append lispm-approvals--pending (list approval)))
+    (if (eq (lispm-agent-state agent) 'exited)
+        ;; Gone already: withdraw it, but later, as promised.
+        (run-at-time 0 nil #'lispm-approvals--withdraw-gone)
+      (let ((buffer (lispm-approvals--buffer)))
+        (lispm-approvals--changed)
+        (ignore-errors (display-buffer buffer lispm-approvals-display-action))
+        (message "LispM: %s asks for %s: %s (see %s)"
+                 (lispm-agent-name agent) kind (lispm-approvals--summary approval)
+                 lispm-approvals-buffer-name)))
+    (lispm-approval-id approval)))
+
+(defun lispm-approvals--resolve (approval decision &optional reason)
+  "Answer APPROVAL with DECISION, a symbol, and REASON; call its callback once.
+DECISION is `allow', `allow-session', `deny' or `withdrawn'.  Return
+nil if APPROVAL no longer waits."
+  (when (memq approval lispm-approvals--pending)
+    (setq lispm-approvals--pending (delq approval lispm-approvals--pending))
+    (let ((agent (lispm-approval-agent approval))
+          (kind (lispm-approval-kind approval)))
+      (when (eq decision 'allow-session)
+        (lispm-policy-grant agent kind))
+      (lispm-approvals--audit agent (lispm-approval-role approval) kind
+                              (lispm-approvals--summary approval) decision reason)
+      (lispm-approvals--changed)
+      (let ((result (pcase decision
+                      ('allow (list :decision 'allow))
+                      ('allow-session (list :decision 'allow :for-session t))
+                      ('deny (list :decision 'deny :reason reason))
+                      ('withdrawn (list :decision 'withdrawn :reason reason)))))
+        (condition-case err
+            (funcall (lispm-approval-callback approval) result)
+          (error (message "LispM: answering %s's approval %s failed: %s"
+                          (lispm-agent-name agent) (lispm-approval-id approval)
+                          (error-message-string err)))))
+      (when (eq decision 'allow-session)
+        (lispm-approvals--settle-granted agent kind))
+      t)))
+
+(defun lispm-approvals--settle-granted (agent kind)
+  "Allow AGENT's other waiting approvals of KIND, now that it has a grant."
+  (dolist (other (lispm-approvals-for-agent agent))
+    (when (and (eq (lispm-approval-kind other) kind)
+               (eq (lispm-policy-decide agent (lispm-approval-role other) kind
+                                        (lispm-approval-target other))
+                   'allow))
+      (lispm-approvals--resolve other 'allow-session))))
+
+(defun lispm-approvals--read-reason ()
+  "Ask for the reason of a denial; an empty one is \"denied by the user\"."
+  (let ((reason (string-trim (read-string "Deny, with the reason (empty: denied by the user): "))))
+    (if (string-empty-p reason) "denied by the user" reason)))
+
+(defun lispm-approvals--at-point ()
+  "Return the approval of the section at point, or signal a `user-error'."
+  (or (get-text-property (point) 'lispm-approval)
+      (and (> (point) (point-min)) (get-text-property (1- (point)) 'lispm-approval))
+      (user-error (if lispm-approvals--pending "No approval here"
+                    "Nothing waits for your approval"))))
+
+(defun lispm-approvals--pending-or-error (approval)
+  "Return APPROVAL (an approval, an id, or nil: the one at point) if it waits."
+  (let ((approval (cond ((null approval) (lispm-approvals--at-point))
+                        ((stringp approval)
+                         (or (lispm-approvals-get approval)
+                             (user-error "No approval %s waits" approval)))
+                        (t approval))))
+    (unless (memq approval lispm-approvals--pending)
+      (user-error "This approval is answered already"))
+    approval))
+
+(defun lispm-approvals-allow (&optional approval)
+  "Allow APPROVAL, the one at point, this once.
+APPROVAL may be an approval or its id."
+  (interactive)
+  (let ((approval (lispm-approvals--pending-or-error approval)))
+    (lispm-approvals--resolve approval 'allow)
+    (message "LispM: allowed %s's %s" (lispm-agent-name (lispm-approval-agent approval))
+             (lispm-approval-kind approval))))
+
+(defun lispm-approvals-allow-session (&optional approval)
+  "Allow APPROVAL, the one at point, and its kind for its agent's session.
+Until the agent closes, what its role would ask of this kind runs at
+once; what its role denies stays denied.  APPROVAL may be an approval
+or its id."
+  (interactive)
+  (let ((approval (lispm-approvals--pending-or-error approval)))
+    (lispm-approvals--resolve approval 'allow-session)
+    (message "LispM: allowed %s for %s until it closes" (lispm-approval-kind approval)
+             (lispm-agent-name (lispm-approval-agent approval)))))
+
+(defun lispm-approvals-deny (&optional approval reason)
+  "Deny APPROVAL, the one at point, with REASON for the agent to read.
+Interactively, ask for the reason; an empty one is \"denied by the user\".
+APPROVAL may be an approval or its id."
+  (interactive (progn (lispm-approvals--pending-or-error nil)
+                      (list nil (lispm-approvals--read-reason))))
+  (let ((approval (lispm-approvals--pending-or-error approval))
+        (reason (if (or (null reason) (string-empty-p (string-trim reason)))
+                    "denied by the user"
+                  reason)))
+    (lispm-approvals--resolve approval 'deny reason)
+    (message "LispM: denied %s's %s" (lispm-agent-name (lispm-approval-agent approval))
+             (lispm-approval-kind approval))))
+
+(defun lispm-approvals-withdraw (approval &optional reason)
+  "Withdraw APPROVAL (or its id) undecided, telling its caller REASON.
+Return non-nil if it was waiting."
+  (let ((approval (if (stringp approval) (lispm-approvals-get approval) approval)))
+    (and approval
+         (lispm-approvals--resolve approval 'withdrawn (or reason "withdrawn")))))
+
+(defun lispm-approvals--gone-p (approval)
+  "Return non-nil if APPROVAL's agent has left."
+  (let ((agent (lispm-approval-agent approval)))
+    (or (eq (lispm-agent-state agent) 'exited)
+        (and (lispm-approval-registered approval)
+             (not (lispm-agent-live-p agent))))))
+
+(defun lispm-approvals--withdraw-gone ()
+  "Withdraw the approvals of agents that have left."
+  (dolist (approval (copy-sequence lispm-approvals--pending))
+    (when (lispm-approvals--gone-p approval)
+      (lispm-approvals--resolve
+       approval 'withdrawn
+       (format "%s closed" (lispm-agent-name (lispm-approval-agent approval)))))))
+
+(add-hook 'lispm-agents-changed-hook #'lispm-approvals--withdraw-gone)
+
+;;; Policy and approvals together
+
+(defun lispm-approvals-authorize (agent role kind target callback &optional title)
+  "Decide whether AGENT, in ROLE, may do KIND on TARGET, asking if need be.
+What the policy (`lispm-policy-decide') allows or denies is answered at
+once: CALLBACK is called before this returns, with (:decision allow) or
+with (:decision deny :reason REASON), and this returns nil.  What it
+asks about goes to `lispm-approvals-request', and this returns the
+approval's id; CALLBACK is called later.  TITLE names the action.
+Denials, and allowed actions of a kind in
+`lispm-approvals-audit-automatic', are recorded in the ledger."
+  (let ((decision (lispm-policy-decide agent role kind target)))
+    (if (eq decision 'ask)
+        (lispm-approvals-request agent role kind target callback title)
+      (let* ((role (or role lispm-policy-default-role))
+             (probe (lispm-approval--make :agent agent :role role :kind kind
+                                          :target target :title title))
+             (what (lispm-approvals--summary probe)))
+        (pcase decision
+          ('deny
+           (let ((reason (format "%s is denied to %s (role %s) by LispM's policy"
+                                 kind (lispm-agent-name agent) role)))
+             (lispm-approvals--audit agent role kind what 'deny reason)
+             (funcall callback (list :decision 'deny :reason reason))))
+          (_
+           (when (memq kind lispm-approvals-audit-automatic)
+             (lispm-approvals--audit agent role kind what 'allow
+                                     (if (lispm-policy-granted-p agent kind)
+                                         "allowed for the session"
+                                       "allowed by the policy")))
+           (funcall callback (list :decision 'allow))))
+        nil))))
+
+;;; Commands
+
+(defun lispm-approvals--goto (approval)
+  "Move point to APPROVAL's section; return non-nil if it is shown."
+  (when-let* ((pos (and approval (lispm-approvals--position-of approval))))
+    (goto-char pos)))
+
+(defun lispm-approvals-next (&optional n)
+  "Move to the next approval; with N, the Nth next (back if negative)."
+  (interactive "p")
+  (let* ((n (or n 1))
+         (here (get-text-property (point) 'lispm-approval))
+         (index (cl-position here lispm-approvals--pending))
+         (target (cond
+                  (index (nth (+ index n) lispm-approvals--pending))
+                  ((> n 0)
+                   ;; Not on a section: the first one after point.
+                   (let ((pos (next-single-property-change (point) 'lispm-approval)))
+                     (and pos (get-text-property pos 'lispm-approval)))))))
+    (if (and target (>= (+ (or index 0) n) 0))
+        (lispm-approvals--goto target)
+      (user-error (if (> n 0) "No next approval" "No previous approval")))))
+
+(defun lispm-approvals-previous (&optional n)
+  "Move to the previous approval; with N, the Nth previous."
+  (interactive "p")
+  (lispm-approvals-next (- (or n 1))))
+
+(defun lispm-approvals-refresh ()
+  "Redisplay the approvals buffer."
+  (interactive)
+  (lispm-approvals--render))
+
+(defun lispm-approvals-visit ()
+  "Visit the file or folder under point, or else the asking agent's terminal."
+  (interactive)
+  (if-let* ((file (get-text-property (point) 'lispm-approvals-file)))
+      (if (file-exists-p file)
+          (find-file-other-window file)
+        (user-error "%s does not exist yet" (abbreviate-file-name file)))
+    (let ((buffer (lispm-agent-buffer (lispm-approval-agent (lispm-approvals--at-point)))))
+      (if (buffer-live-p buffer)
+          (pop-to-buffer buffer)
+        (user-error "That agent has no terminal open")))))
+
+;;;###autoload
+(defun lispm-approvals-show (&optional agent)
+  "Show the approvals that wait, at the first of AGENT's.
+In the agent list, AGENT is the agent on the current line."
+  (interactive
+   (list (and (derived-mode-p 'tabulated-list-mode)
+              (when-let* ((id (tabulated-list-get-id)))
+                (and (stringp id) (lispm-agent-get id))))))
+  (let* ((buffer (lispm-approvals--buffer))
+         (first (car (if agent (lispm-approvals-for-agent agent) lispm-approvals--pending))))
+    (pop-to-buffer buffer)
+    (cond (first (lispm-approvals--goto first)
+                 (set-window-start nil (point)))
+          ((and agent lispm-approvals--pending)
+           (message "LispM: nothing of %s's waits" (lispm-agent-name agent)))
+          ((null lispm-approvals--pending)
+           (message "LispM: nothing waits for your approval")))))
+
+(provide 'lispm-approvals)
+;;; lispm-approvals.el ends here

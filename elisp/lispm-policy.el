@@ -1,0 +1,260 @@
+;;; lispm-policy.el --- What agents may do: allow, ask or deny  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; Every tool call an agent makes through LispM (and every action of
+;; LispM's own agent) has a kind: `read', `edit', `shell', `eval' or
+;; `message'.  The policy says, per role and per kind, whether it runs
+;; at once (`allow'), waits for the user (`ask', see `lispm-approvals'),
+;; or is refused (`deny'):
+;;
+;;   (lispm-policy-decide AGENT ROLE KIND TARGET)  => allow, ask or deny
+;;
+;; A role's rules are tried in order and the first that matches wins.  A
+;; rule may be narrowed to paths: it then applies only when every file
+;; the call touches lies in the agent's folder and matches one of its
+;; glob patterns.  No matching rule means `ask'.
+;;
+;; The user may allow a kind for one agent for the rest of its session
+;; (`lispm-policy-grant'): `ask' becomes `allow' for that agent and kind;
+;; `deny' stays `deny'.  A grant belongs to that very agent (its name and
+;; serial), so a later agent of the same name does not inherit it, and
+;; it goes when the agent leaves the registry.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'lispm-base)
+(require 'lispm-agents)
+
+;;; Options
+
+(defgroup lispm-policy nil
+  "What LispM's agents may do without asking."
+  :group 'lispm
+  :prefix "lispm-policy-")
+
+(defconst lispm-policy-kinds '(read edit shell eval message)
+  "The kinds of action a policy rule can name.")
+
+(defconst lispm-policy-decisions '(allow ask deny)
+  "The decisions a policy rule can give.")
+
+(define-widget 'lispm-policy-rule 'lazy
+  "A rule of a LispM policy role: (KIND DECISION [PATTERNS])."
+  :tag "Rule"
+  :type '(choice
+          (list :tag "For every path"
+                (choice :tag "Kind" (const read) (const edit) (const shell)
+                        (const eval) (const message))
+                (choice :tag "Decision" (const allow) (const ask) (const deny)))
+          (list :tag "Only for some paths"
+                (choice :tag "Kind" (const read) (const edit) (const shell)
+                        (const eval) (const message))
+                (choice :tag "Decision" (const allow) (const ask) (const deny))
+                (repeat :tag "Glob patterns, relative to the agent's folder"
+                        string))))
+
+(defcustom lispm-policy-roles
+  '((default (read allow) (message allow) (edit ask) (shell ask) (eval ask)))
+  "What each role may do: an alist from a role, a symbol, to its rules.
+A rule is (KIND DECISION [PATTERNS]):
+
+  KIND      one of `read', `edit', `shell', `eval', `message'
+  DECISION  `allow' (runs at once), `ask' (waits for the user's
+            approval) or `deny' (refused with an error)
+  PATTERNS  optional glob patterns, relative to the agent's folder,
+            such as \"docs/**\" or \"*.md\": the rule then applies only
+            if every file of the action lies in the agent's folder and
+            matches one of them.  `*' and `?' stay within a directory,
+            `**' crosses directories, and a pattern without a slash
+            matches the file's name in any directory.
+
+The first rule of the role that matches wins; with none, the answer is
+`ask'.  A role missing here uses `lispm-policy-default-role''s rules."
+  :type '(alist :key-type (symbol :tag "Role")
+                :value-type (repeat :tag "Rules, first match wins" lispm-policy-rule)))
+
+(defcustom lispm-policy-default-role 'default
+  "The role of an agent no one gave a role to, a key of `lispm-policy-roles'."
+  :type 'symbol)
+
+(define-error 'lispm-policy-error "LispM policy error" 'lispm-error)
+
+;;; Paths
+
+(defun lispm-policy--glob-regexp (pattern)
+  "Return a regexp matching a relative file name against glob PATTERN.
+`**' matches any run of characters, slashes included (and `**/' also
+nothing at all); `*' any run without a slash; `?' one character that is
+not a slash.  A PATTERN without a slash matches a name in any directory."
+  (let ((i 0)
+        (n (length pattern))
+        (parts nil))
+    (while (< i n)
+      (let ((c (aref pattern i)))
+        (cond
+         ((and (eq c ?*) (< (1+ i) n) (eq (aref pattern (1+ i)) ?*))
+          (if (and (< (+ i 2) n) (eq (aref pattern (+ i 2)) ?/))
+              (progn (push "\\(?:.*/\\)?" parts) (cl-incf i 3))
+            (push ".*" parts)
+            (cl-incf i 2)))
+         ((eq c ?*) (push "[^/]*" parts) (cl-incf i))
+         ((eq c ??) (push "[^/]" parts) (cl-incf i))
+         (t (push (regexp-quote (string c)) parts) (cl-incf i)))))
+    (concat (if (string-search "/" pattern) "\\`" "\\`\\(?:.*/\\)?")
+            (apply #'concat (nreverse parts))
+            "\\'")))
+
+(defun lispm-policy--relative (agent file)
+  "Return FILE relative to AGENT's folder, or nil if it lies outside it.
+Symbolic links are followed, so a link out of the folder is outside."
+  (let* ((folder (file-name-as-directory
+                  (file-truename (lispm-agent-folder agent))))
+         (true (file-truename (expand-file-name file folder))))
+    (when (string-prefix-p folder true)
+      (substring true (length folder)))))
+
+(defun lispm-policy--paths-match-p (agent patterns files)
+  "Return non-nil if FILES are some, all in AGENT's folder, all in PATTERNS."
+  (and files
+       (cl-every
+        (lambda (file)
+          (when-let* ((relative (lispm-policy--relative agent file)))
+            (cl-some (lambda (pattern)
+                       (let ((case-fold-search nil))
+                         (string-match-p (lispm-policy--glob-regexp pattern) relative)))
+                     patterns)))
+        files)))
+
+;;; Rules
+
+(defun lispm-policy-rules (role)
+  "Return the rules of ROLE, or of `lispm-policy-default-role' if it has none."
+  (let ((entry (assq role lispm-policy-roles)))
+    (if entry
+        (cdr entry)
+      (cdr (assq lispm-policy-default-role lispm-policy-roles)))))
+
+(defun lispm-policy--rule-decision (agent rule kind files)
+  "Return RULE's decision for AGENT's action of KIND on FILES, if it matches."
+  (pcase-let ((`(,rule-kind ,decision ,patterns) rule))
+    (when (and (eq rule-kind kind)
+               (or (null patterns)
+                   (lispm-policy--paths-match-p agent patterns files)))
+      (if (memq decision lispm-policy-decisions) decision 'ask))))
+
+(defun lispm-policy--check-args (agent kind)
+  "Signal a `lispm-policy-error' unless AGENT is an agent and KIND a symbol."
+  (unless (lispm-agent-p agent)
+    (signal 'lispm-policy-error (list "Not an agent" agent)))
+  (unless (and kind (symbolp kind))
+    (signal 'lispm-policy-error (list "Not a kind of action" kind))))
+
+(defun lispm-policy-rule-decision (agent role kind target)
+  "Return what ROLE's rules say of AGENT's action of KIND on TARGET.
+Like `lispm-policy-decide', but without the session grants."
+  (lispm-policy--check-args agent kind)
+  (let ((files (plist-get target :files)))
+    (or (cl-some (lambda (rule) (lispm-policy--rule-decision agent rule kind files))
+                 (lispm-policy-rules (or role lispm-policy-default-role)))
+        'ask)))
+
+(defun lispm-policy-decide (agent role kind target)
+  "Return `allow', `ask' or `deny' for AGENT, in ROLE, doing KIND on TARGET.
+KIND is one of `lispm-policy-kinds'.  TARGET is a plist describing the
+action, such as (:files (\"/abs/a.el\") :command \"ls\" :form \"(+ 1 2)\");
+its :files, absolute or relative to AGENT's folder, are what rules
+narrowed by path patterns look at.  ROLE nil means
+`lispm-policy-default-role'.  The rules are in `lispm-policy-roles';
+an `ask' becomes `allow' if the user allowed KIND for AGENT for its
+session (`lispm-policy-grant'); a `deny' stays."
+  (let ((decision (lispm-policy-rule-decision agent role kind target)))
+    (if (and (eq decision 'ask) (lispm-policy-granted-p agent kind))
+        'allow
+      decision)))
+
+;;; Session grants
+
+(cl-defstruct (lispm-policy--grant (:constructor lispm-policy--grant-make) (:copier nil))
+  "A kind of action the user allowed one agent for the rest of its session."
+  (agent nil :documentation "The agent.")
+  (name nil :documentation "The agent's name when granted.")
+  (serial nil :documentation "The agent's serial when granted.")
+  (kind nil :documentation "The kind of action allowed.")
+  (registered nil :documentation "Non-nil if the agent was in the registry then."))
+
+(defvar lispm-policy--grants nil
+  "The session grants in force.")
+
+(defun lispm-policy--grant-of-p (grant agent)
+  "Return non-nil if GRANT was given to AGENT: same name and same serial."
+  (and (equal (lispm-policy--grant-name grant) (lispm-agent-name agent))
+       (eql (lispm-policy--grant-serial grant) (lispm-agent-serial agent))))
+
+(defun lispm-policy--grant-live-p (grant)
+  "Return non-nil if GRANT's agent has not left.
+An agent that was never in the registry (LispM's own, say) keeps its
+grants until `lispm-policy-revoke'."
+  (let ((agent (lispm-policy--grant-agent grant)))
+    (or (not (lispm-policy--grant-registered grant))
+        (and (lispm-agent-live-p agent)
+             (lispm-policy--grant-of-p grant agent)))))
+
+(defun lispm-policy-grant (agent kind)
+  "Allow AGENT actions of KIND that would ask, for the rest of its session.
+Actions its role denies stay denied."
+  (lispm-policy--check-args agent kind)
+  (unless (lispm-policy-granted-p agent kind)
+    (push (lispm-policy--grant-make :agent agent
+                                    :name (lispm-agent-name agent)
+                                    :serial (lispm-agent-serial agent)
+                                    :kind kind
+                                    :registered (lispm-agent-live-p agent))
+          lispm-policy--grants))
+  nil)
+
+(defun lispm-policy-granted-p (agent kind)
+  "Return non-nil if the user allowed AGENT actions of KIND for its session."
+  (cl-some (lambda (grant)
+             (and (eq (lispm-policy--grant-kind grant) kind)
+                  (lispm-policy--grant-of-p grant agent)
+                  (lispm-policy--grant-live-p grant)))
+           lispm-policy--grants))
+
+(defun lispm-policy-grants (agent)
+  "Return the kinds the user allowed AGENT for its session."
+  (cl-loop for grant in lispm-policy--grants
+           when (and (lispm-policy--grant-of-p grant agent)
+                     (lispm-policy--grant-live-p grant))
+           collect (lispm-policy--grant-kind grant)))
+
+(defun lispm-policy-revoke (agent &optional kind)
+  "Take back AGENT's session grant of KIND, or all its grants if KIND is nil."
+  (setq lispm-policy--grants
+        (cl-remove-if (lambda (grant)
+                        (and (lispm-policy--grant-of-p grant agent)
+                             (or (null kind) (eq kind (lispm-policy--grant-kind grant)))))
+                      lispm-policy--grants)))
+
+(defun lispm-policy--forget-gone ()
+  "Drop the grants of agents that have left the registry."
+  (setq lispm-policy--grants
+        (cl-remove-if-not #'lispm-policy--grant-live-p lispm-policy--grants)))
+
+(add-hook 'lispm-agents-changed-hook #'lispm-policy--forget-gone)
+
+(provide 'lispm-policy)
+;;; lispm-policy.el ends here

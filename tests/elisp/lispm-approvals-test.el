@@ -1,0 +1,493 @@
+;;; lispm-approvals-test.el --- Tests of LispM's approvals  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Requests return at once; the buffer shows who asks and what; each
+;; key answers exactly once; several wait at once; agents that leave
+;; have theirs withdrawn; the mode line counts; the ledger hears every
+;; decision; the agent list finds an agent's approvals.
+
+;;; Code:
+
+(require 'ert)
+(require 'lispm-approvals)
+(require 'lispm-list)
+
+(defvar lispm-approvals-test--audits nil
+  "The `lispm/audit' notifications sent, newest first.")
+
+(defmacro lispm-approvals-test--with-state (&rest body)
+  "Run BODY with an empty registry, no approvals, grants or mode line.
+`folder' is a fresh directory; sidecar notifications are captured in
+`lispm-approvals-test--audits' instead of sent."
+  (declare (indent 0) (debug t))
+  `(let* ((lispm-agents--by-name (make-hash-table :test #'equal))
+          (lispm-agents--serial 0)
+          (lispm-agents-changed-hook (default-value 'lispm-agents-changed-hook))
+          (lispm-policy--grants nil)
+          (lispm-policy-roles (eval (car (get 'lispm-policy-roles 'standard-value)) t))
+          (lispm-approvals--pending nil)
+          (lispm-approvals--counter 0)
+          (lispm-approvals-changed-hook nil)
+          (lispm-approvals-mode-line "")
+          (global-mode-string nil)
+          (lispm-approvals-test--audits nil)
+          (folder (file-name-as-directory (file-truename (make-temp-file "lispm-approvals-" t)))))
+     (cl-letf (((symbol-function 'lispm-sidecar-notify)
+                (lambda (method params)
+                  (push (cons method params) lispm-approvals-test--audits))))
+       (unwind-protect
+           (save-window-excursion
+             ,@body)
+         (when (get-buffer lispm-approvals-buffer-name)
+           (kill-buffer lispm-approvals-buffer-name))
+         (delete-directory folder t)))))
+
+(defun lispm-approvals-test--agent (name folder)
+  "Put a live agent NAME working in FOLDER in the registry; return it."
+  (let ((agent (lispm-agent--make :name name :kind 'codex :folder folder
+                                  :serial (cl-incf lispm-agents--serial))))
+    (puthash name agent lispm-agents--by-name)
+    agent))
+
+(defun lispm-approvals-test--recorder ()
+  "Return (CALLBACK . CALLS): CALLBACK pushes its argument on CALLS's car."
+  (let ((calls (list nil)))
+    (cons (lambda (result) (push result (car calls))) calls)))
+
+(defun lispm-approvals-test--mode-line (construct)
+  "Return the text of the mode line CONSTRUCT: strings, symbols and lists.
+\(`format-mode-line' gives nothing in batch mode.)"
+  (cond ((stringp construct) (substring-no-properties construct))
+        ((null construct) "")
+        ((symbolp construct) (lispm-approvals-test--mode-line (symbol-value construct)))
+        ((consp construct) (mapconcat #'lispm-approvals-test--mode-line construct ""))
+        (t (error "Unexpected mode line construct %S" construct))))
+
+(defun lispm-approvals-test--text ()
+  "Return the approvals buffer's text."
+  (with-current-buffer lispm-approvals-buffer-name
+    (buffer-substring-no-properties (point-min) (point-max))))
+
+(defun lispm-approvals-test--press (key id)
+  "Press KEY on the section of the approval ID in the approvals buffer."
+  (with-current-buffer lispm-approvals-buffer-name
+    (goto-char (lispm-approvals--position-of (lispm-approvals-get id)))
+    (forward-line 3)
+    (should (eq (get-text-property (point) 'lispm-approval) (lispm-approvals-get id)))
+    (call-interactively (key-binding (kbd key)))))
+
+(defconst lispm-approvals-test--diff
+  "--- a/notes.el
++++ b/notes.el
+@@ -1,3 +1,3 @@
+ (defun notes-parse-header (line)
+-  (split-string line \":\"))
++  (split-string line \": \"))
+ ;; end
+"
+  "A unified diff of an edit.")
+
+;;; Asking
+
+(ert-deftest lispm-approvals-test-request-returns-at-once ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (rec (lispm-approvals-test--recorder))
+           (selected (selected-window))
+           (start (float-time))
+           (id (lispm-approvals-request codex 'default 'shell
+                                        (list :command "ls -la" :directory folder)
+                                        (car rec) "run_shell: ls -la")))
+      (should (< (- (float-time) start) 1.0))
+      (should (stringp id))
+      (should (equal id "A1"))
+      (should-not (car (cdr rec)))
+      (should (= (lispm-approvals-count) 1))
+      (should (eq (lispm-approval-agent (lispm-approvals-get id)) codex))
+      ;; Shown, not selected.
+      (should (get-buffer-window lispm-approvals-buffer-name))
+      (should (eq (selected-window) selected))
+      (should-not (eq (window-buffer selected) (get-buffer lispm-approvals-buffer-name)))
+      ;; A second one gets another id.
+      (should (equal (lispm-approvals-request codex 'default 'eval '(:form "(+ 1 2)") #'ignore)
+                     "A2"))
+      (should-not (car (cdr rec)))
+      ;; Bad calls are errors, and nothing waits for them.
+      (should-error (lispm-approvals-request "codex" 'default 'eval nil #'ignore)
+                    :type 'lispm-approvals-error)
+      (should-error (lispm-approvals-request codex 'default 'eval nil "not a function")
+                    :type 'lispm-error)
+      (should (= (lispm-approvals-count) 2)))))
+
+(ert-deftest lispm-approvals-test-buffer-shows-who-and-what ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (long-form "(defun notes-greet (name) \"Greet NAME.\" (let ((greeting (concat \"Hello, \" name))) (message \"%s\" greeting) (list greeting greeting greeting greeting)))"))
+      (lispm-approvals-request codex 'default 'edit
+                               (list :files (list (expand-file-name "notes.el" folder))
+                                     :diff lispm-approvals-test--diff)
+                               #'ignore "edit_file notes.el")
+      (lispm-approvals-request claude 'reviewer 'shell
+                               (list :command "make test" :directory (expand-file-name "sub/" folder))
+                               #'ignore)
+      (lispm-approvals-request codex 'default 'eval (list :form long-form) #'ignore)
+      (lispm-approvals-request codex 'default 'eval (list :form "(unbalanced") #'ignore)
+      (let ((text (lispm-approvals-test--text)))
+        ;; Who asks, in which role, what kind.
+        (should (string-match-p "codex (role default) asks for edit: edit_file notes.el" text))
+        (should (string-match-p "claude (role reviewer) asks for shell" text))
+        ;; The edit: its file and its diff.
+        (should (string-match-p "File: notes\\.el" text))
+        (should (string-search "-  (split-string line \":\"))" text))
+        (should (string-search "+  (split-string line \": \"))" text))
+        ;; The shell command, with its folder.
+        (should (string-search "$ make test" text))
+        (should (string-search (concat "In: " (abbreviate-file-name (expand-file-name "sub/" folder)))
+                               text))
+        ;; The eval form, pretty-printed; an unreadable one as it came.
+        (let ((pretty (pp-to-string (car (read-from-string long-form)))))
+          (should (string-match-p "\n" (string-trim pretty)))
+          (should (string-search pretty text)))
+        (should (string-search "(unbalanced" text))
+        ;; Buttons.
+        (should (string-search "[Allow once] [Allow for session] [Deny...]" text))
+        ;; Newest last.
+        (should (< (string-search "asks for edit" text) (string-search "asks for shell" text))))
+      ;; The diff has diff-mode's faces.
+      (with-current-buffer lispm-approvals-buffer-name
+        (goto-char (point-min))
+        (search-forward "+  (split-string")
+        (let ((face (get-text-property (1- (point)) 'face)))
+          (should (memq 'diff-added (ensure-list face))))
+        (goto-char (point-min))
+        (search-forward "-  (split-string")
+        (should (memq 'diff-removed (ensure-list (get-text-property (1- (point)) 'face))))
+        (should (derived-mode-p 'lispm-approvals-mode))
+        (should buffer-read-only)))))
+
+;;; Answering
+
+(ert-deftest lispm-approvals-test-allow-once-key ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (rec (lispm-approvals-test--recorder))
+           (id (lispm-approvals-request codex 'default 'shell '(:command "ls") (car rec)))
+           (approval (lispm-approvals-get id)))
+      (lispm-approvals-test--press "a" id)
+      (should (equal (car (cdr rec)) '((:decision allow))))
+      ;; Once: it is gone, and a second answer is refused.
+      (should-not (lispm-approvals-get id))
+      (should-error (lispm-approvals-allow id) :type 'user-error)
+      (should-error (lispm-approvals-deny id "late") :type 'user-error)
+      (should (= (length (car (cdr rec))) 1))
+      ;; Not even when withdrawn by the caller afterwards.
+      (should-not (lispm-approvals-withdraw approval "late"))
+      (should (= (length (car (cdr rec))) 1))
+      ;; Only once: nothing granted.
+      (should (eq (lispm-policy-decide codex 'default 'shell '(:command "ls")) 'ask))
+      (should-not (string-search "asks for" (lispm-approvals-test--text))))))
+
+(ert-deftest lispm-approvals-test-allow-for-session-key ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (rec (lispm-approvals-test--recorder))
+           (id (lispm-approvals-request codex 'default 'shell '(:command "ls") (car rec))))
+      (lispm-approvals-test--press "s" id)
+      (should (equal (car (cdr rec)) '((:decision allow :for-session t))))
+      (should (eq (lispm-policy-decide codex 'default 'shell '(:command "rm x")) 'allow))
+      (should (eq (lispm-policy-decide codex 'default 'eval '(:form "1")) 'ask))
+      (should (eq (lispm-policy-decide claude 'default 'shell '(:command "ls")) 'ask))
+      (should-error (lispm-approvals-allow-session id) :type 'user-error)
+      (should (= (length (car (cdr rec))) 1)))))
+
+(ert-deftest lispm-approvals-test-session-grant-settles-the-agents-other-waiting-ones ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (first (lispm-approvals-test--recorder))
+           (second (lispm-approvals-test--recorder))
+           (other-kind (lispm-approvals-test--recorder))
+           (other-agent (lispm-approvals-test--recorder))
+           (id (lispm-approvals-request codex nil 'shell '(:command "ls") (car first))))
+      (lispm-approvals-request codex nil 'shell '(:command "pwd") (car second))
+      (lispm-approvals-request codex nil 'eval '(:form "1") (car other-kind))
+      (lispm-approvals-request claude nil 'shell '(:command "ls") (car other-agent))
+      (lispm-approvals-allow-session id)
+      (should (equal (car (cdr first)) '((:decision allow :for-session t))))
+      (should (equal (car (cdr second)) '((:decision allow :for-session t))))
+      (should-not (car (cdr other-kind)))
+      (should-not (car (cdr other-agent)))
+      (should (= (lispm-approvals-count) 2)))))
+
+(ert-deftest lispm-approvals-test-deny-key-with-and-without-reason ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (rec1 (lispm-approvals-test--recorder))
+           (rec2 (lispm-approvals-test--recorder))
+           (id1 (lispm-approvals-request codex 'default 'eval '(:form "(delete-file \"x\")") (car rec1)))
+           (id2 (lispm-approvals-request codex 'default 'eval '(:form "(kill-emacs)") (car rec2))))
+      (cl-letf (((symbol-function 'read-string) (lambda (&rest _) "too risky")))
+        (lispm-approvals-test--press "d" id1))
+      (should (equal (car (cdr rec1)) '((:decision deny :reason "too risky"))))
+      (should-not (car (cdr rec2)))
+      (cl-letf (((symbol-function 'read-string) (lambda (&rest _) "  ")))
+        (lispm-approvals-test--press "d" id2))
+      (should (equal (car (cdr rec2)) '((:decision deny :reason "denied by the user"))))
+      (should (= (length (car (cdr rec1))) 1))
+      ;; A deny grants nothing.
+      (should (eq (lispm-policy-decide codex 'default 'eval '(:form "1")) 'ask)))))
+
+(ert-deftest lispm-approvals-test-real-keys-and-buttons ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (rec1 (lispm-approvals-test--recorder))
+           (rec2 (lispm-approvals-test--recorder))
+           (rec3 (lispm-approvals-test--recorder))
+           (lispm-approvals-hide-when-done nil))
+      (lispm-approvals-request codex nil 'shell '(:command "one") (car rec1))
+      (lispm-approvals-request codex nil 'eval '(:form "two") (car rec2))
+      (lispm-approvals-request codex nil 'edit '(:files ("three.el")) (car rec3))
+      (switch-to-buffer lispm-approvals-buffer-name)
+      (goto-char (point-min))
+      ;; n to the first, n to the second; a allows that one.
+      (execute-kbd-macro (kbd "n n a"))
+      (should-not (car (cdr rec1)))
+      (should (equal (car (cdr rec2)) '((:decision allow))))
+      ;; p goes back to the first; its [Deny...] button asks the reason.
+      (execute-kbd-macro (kbd "p"))
+      (should (eq (get-text-property (point) 'lispm-approval)
+                  (car (lispm-approvals-pending))))
+      (search-forward "[Deny...]")
+      (cl-letf (((symbol-function 'read-string) (lambda (&rest _) "no")))
+        (push-button (1- (point))))
+      (should (equal (car (cdr rec1)) '((:decision deny :reason "no"))))
+      ;; The [Allow for session] button of the last.
+      (goto-char (point-min))
+      (search-forward "[Allow for session]")
+      (push-button (1- (point)))
+      (should (equal (car (cdr rec3)) '((:decision allow :for-session t))))
+      (should (= (lispm-approvals-count) 0))
+      ;; No approval left: keys say so.
+      (goto-char (point-min))
+      (should-error (execute-kbd-macro (kbd "a")) :type 'user-error))))
+
+(ert-deftest lispm-approvals-test-two-waiting-answered-in-the-other-order ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (rec1 (lispm-approvals-test--recorder))
+           (rec2 (lispm-approvals-test--recorder))
+           (id1 (lispm-approvals-request codex 'default 'edit
+                                         (list :files '("a.el") :diff lispm-approvals-test--diff)
+                                         (car rec1)))
+           (id2 (lispm-approvals-request claude 'default 'shell '(:command "ls") (car rec2))))
+      (should (= (lispm-approvals-count) 2))
+      (should (equal (mapcar #'lispm-approval-id (lispm-approvals-pending)) (list id1 id2)))
+      (lispm-approvals-test--press "a" id2)
+      (should (equal (car (cdr rec2)) '((:decision allow))))
+      (should-not (car (cdr rec1)))
+      (should (equal (mapcar #'lispm-approval-id (lispm-approvals-pending)) (list id1)))
+      (should-not (string-search "claude" (lispm-approvals-test--text)))
+      (cl-letf (((symbol-function 'read-string) (lambda (&rest _) "")))
+        (lispm-approvals-test--press "d" id1))
+      (should (equal (car (cdr rec1)) '((:decision deny :reason "denied by the user"))))
+      (should (= (length (car (cdr rec2))) 1))
+      (should (= (lispm-approvals-count) 0)))))
+
+;;; Agents that leave
+
+(ert-deftest lispm-approvals-test-withdrawn-when-the-agent-leaves ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (rec1 (lispm-approvals-test--recorder))
+           (rec2 (lispm-approvals-test--recorder))
+           (rec3 (lispm-approvals-test--recorder)))
+      (lispm-approvals-request codex nil 'shell '(:command "ls") (car rec1))
+      (lispm-approvals-request claude nil 'shell '(:command "pwd") (car rec2))
+      (lispm-approvals-request codex nil 'eval '(:form "1") (car rec3))
+      (lispm-agent--closed codex)
+      (should (equal (car (cdr rec1)) '((:decision withdrawn :reason "codex closed"))))
+      (should (equal (car (cdr rec3)) '((:decision withdrawn :reason "codex closed"))))
+      (should-not (car (cdr rec2)))
+      (should (= (lispm-approvals-count) 1))
+      (should-not (string-search "codex" (lispm-approvals-test--text)))
+      (should (string-search "claude" (lispm-approvals-test--text)))
+      ;; Another change of the registry does not call them again.
+      (lispm-agents--changed)
+      (should (= (length (car (cdr rec1))) 1))
+      ;; A new agent of the same name has nothing waiting.
+      (should-not (lispm-approvals-for-agent (lispm-approvals-test--agent "codex" folder)))
+      (should (memq #'lispm-approvals--withdraw-gone lispm-agents-changed-hook)))))
+
+(ert-deftest lispm-approvals-test-agent-gone-before-asking-is-withdrawn-later ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (rec (lispm-approvals-test--recorder)))
+      (lispm-agent--closed codex)
+      (let ((id (lispm-approvals-request codex nil 'shell '(:command "ls") (car rec))))
+        (should (stringp id))
+        (should-not (car (cdr rec)))
+        (let ((deadline (+ (float-time) 2)))
+          (while (and (null (car (cdr rec))) (< (float-time) deadline))
+            (accept-process-output nil 0.01)))
+        (should (equal (car (cdr rec)) '((:decision withdrawn :reason "codex closed"))))
+        (should (= (lispm-approvals-count) 0))))))
+
+(ert-deftest lispm-approvals-test-withdraw-by-id ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (rec (lispm-approvals-test--recorder))
+           (id (lispm-approvals-request codex nil 'shell '(:command "ls") (car rec))))
+      (should (lispm-approvals-withdraw id "the tool call was cancelled"))
+      (should (equal (car (cdr rec))
+                     '((:decision withdrawn :reason "the tool call was cancelled"))))
+      (should-not (lispm-approvals-withdraw id "again"))
+      (should-not (lispm-approvals-withdraw (lispm-approval--make :id id) "a stranger"))
+      (should (= (length (car (cdr rec))) 1)))))
+
+;;; The mode line
+
+(ert-deftest lispm-approvals-test-mode-line-count ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (id1 (lispm-approvals-request codex nil 'shell '(:command "a") #'ignore)))
+      (should (memq 'lispm-approvals-mode-line global-mode-string))
+      (should (equal (lispm-approvals-test--mode-line lispm-approvals-mode-line) " LispM:1 waiting"))
+      (let ((id2 (lispm-approvals-request codex nil 'shell '(:command "b") #'ignore)))
+        (should (equal (lispm-approvals-test--mode-line global-mode-string) " LispM:2 waiting"))
+        (should (= (cl-count 'lispm-approvals-mode-line global-mode-string) 1))
+        (lispm-approvals-allow id1)
+        (should (equal (lispm-approvals-test--mode-line global-mode-string) " LispM:1 waiting"))
+        (lispm-approvals-deny id2 "no"))
+      (should-not (memq 'lispm-approvals-mode-line global-mode-string))
+      (should (equal (lispm-approvals-test--mode-line global-mode-string) ""))
+      ;; Clicking shows the buffer.
+      (should (eq (keymap-lookup (get-text-property 0 'local-map
+                                                    (progn (lispm-approvals-request
+                                                            codex nil 'eval '(:form "1") #'ignore)
+                                                           lispm-approvals-mode-line))
+                                 "<mode-line> <mouse-1>")
+                  #'lispm-approvals-show))
+      ;; A string global-mode-string is kept.
+      (let ((global-mode-string "clock"))
+        (lispm-approvals--update-mode-line)
+        (should (equal (lispm-approvals-test--mode-line global-mode-string) "clock LispM:1 waiting"))))))
+
+;;; The ledger
+
+(ert-deftest lispm-approvals-test-every-decision-is-audited ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (id1 (lispm-approvals-request codex 'default 'edit
+                                         (list :files (list (expand-file-name "notes.el" folder)))
+                                         #'ignore "edit_file notes.el"))
+           (id2 (lispm-approvals-request codex 'default 'shell '(:command "ls -la") #'ignore))
+           (id3 (lispm-approvals-request claude 'reviewer 'eval '(:form "(+ 1\n 2)") #'ignore)))
+      (lispm-approvals-request claude 'reviewer 'shell '(:command "make") #'ignore)
+      (should-not lispm-approvals-test--audits)
+      (lispm-approvals-allow id1)
+      (lispm-approvals-allow-session id2)
+      (lispm-approvals-deny id3 "not now")
+      (lispm-agent--closed claude)
+      (let ((audits (reverse lispm-approvals-test--audits)))
+        (should (equal (mapcar #'car audits) '(lispm/audit lispm/audit lispm/audit lispm/audit)))
+        (should (cl-every (lambda (a) (numberp (plist-get (cdr a) :time))) audits))
+        (should (equal (mapcar (lambda (a) (let ((p (copy-sequence (cdr a))))
+                                             (cl-remf p :time) p))
+                               audits)
+                       '((:agent "codex" :role "default" :kind "edit" :what "edit_file notes.el"
+                                 :decision "allow" :reason nil)
+                         (:agent "codex" :role "default" :kind "shell" :what "shell: ls -la"
+                                 :decision "allow-session" :reason nil)
+                         (:agent "claude" :role "reviewer" :kind "eval" :what "eval: (+ 1 2)"
+                                 :decision "deny" :reason "not now")
+                         (:agent "claude" :role "reviewer" :kind "shell" :what "shell: make"
+                                 :decision "withdrawn" :reason "claude closed"))))
+        (should (<= (abs (- (plist-get (cdar audits) :time) (float-time))) 60))))))
+
+;;; Policy and approvals together
+
+(ert-deftest lispm-approvals-test-authorize ()
+  (lispm-approvals-test--with-state
+    (setq lispm-policy-roles
+          '((default (read allow) (edit ask) (shell ask) (eval ask))
+            (locked (read allow) (eval deny) (shell ask))))
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (read (lispm-approvals-test--recorder))
+           (eval (lispm-approvals-test--recorder))
+           (edit (lispm-approvals-test--recorder)))
+      ;; Reads run at once, unaudited.
+      (should-not (lispm-approvals-authorize codex 'locked 'read '(:files ("a.el")) (car read)))
+      (should (equal (car (cdr read)) '((:decision allow))))
+      (should-not lispm-approvals-test--audits)
+      ;; Eval while eval is denied: a clear error, nothing asked, audited.
+      (should-not (lispm-approvals-authorize codex 'locked 'eval '(:form "(kill-emacs)") (car eval)))
+      (should (equal (car (cdr eval))
+                     '((:decision deny
+                                  :reason "eval is denied to codex (role locked) by LispM's policy"))))
+      (should (= (lispm-approvals-count) 0))
+      (should (equal (plist-get (cdar lispm-approvals-test--audits) :decision) "deny"))
+      ;; Asks go to the user.
+      (let ((id (lispm-approvals-authorize codex nil 'edit '(:files ("a.el")) (car edit))))
+        (should (stringp id))
+        (should-not (car (cdr edit)))
+        (lispm-approvals-allow-session id))
+      ;; Then, for the session, at once, and audited as such.
+      (let ((again (lispm-approvals-test--recorder)))
+        (should-not (lispm-approvals-authorize codex nil 'edit '(:files ("b.el")) (car again)
+                                               "edit_file b.el"))
+        (should (equal (car (cdr again)) '((:decision allow))))
+        (should (equal (plist-get (cdar lispm-approvals-test--audits) :reason)
+                       "allowed for the session"))
+        (should (equal (plist-get (cdar lispm-approvals-test--audits) :what) "edit_file b.el"))))))
+
+;;; The agent list
+
+(ert-deftest lispm-approvals-test-from-the-agent-list ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (claude (lispm-approvals-test--agent "claude" folder))
+           (ids (list (lispm-approvals-request codex nil 'shell '(:command "a") #'ignore)
+                      (lispm-approvals-request claude nil 'shell '(:command "b") #'ignore)
+                      (lispm-approvals-request claude nil 'eval '(:form "c") #'ignore))))
+      (should (= (lispm-approvals-count) 3))
+      (should (= (lispm-approvals-count codex) 1))
+      (should (= (lispm-approvals-count claude) 2))
+      (should (equal (mapcar #'lispm-approval-id (lispm-approvals-for-agent claude))
+                     (cdr ids)))
+      (let ((list-buffer (get-buffer-create " *lispm-approvals-test list*")))
+        (unwind-protect
+            (progn
+              (with-current-buffer list-buffer
+                (lispm-list-mode)
+                (lispm-list--fill)
+                (tabulated-list-print)
+                (goto-char (point-min))
+                (while (not (equal (tabulated-list-get-id) "claude")) (forward-line 1))
+                (call-interactively #'lispm-approvals-show))
+              (should (eq (window-buffer) (get-buffer lispm-approvals-buffer-name)))
+              (should (eq (get-text-property (window-point) 'lispm-approval
+                                             (window-buffer))
+                          (lispm-approvals-get (nth 1 ids)))))
+          (kill-buffer list-buffer)))
+      ;; Without an agent: the first that waits.
+      (lispm-approvals-show)
+      (should (eq (get-text-property (window-point) 'lispm-approval (window-buffer))
+                  (lispm-approvals-get (car ids)))))))
+
+(ert-deftest lispm-approvals-test-buffer-hides-when-nothing-waits ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (id (lispm-approvals-request codex nil 'shell '(:command "a") #'ignore)))
+      (should (get-buffer-window lispm-approvals-buffer-name))
+      (lispm-approvals-allow id)
+      (should-not (get-buffer-window lispm-approvals-buffer-name))
+      (should (string-search "Nothing waits" (lispm-approvals-test--text))))))
+
+(provide 'lispm-approvals-test)
+;;; lispm-approvals-test.el ends here
