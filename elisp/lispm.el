@@ -44,6 +44,9 @@
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
 ;;   lispm-policy.el    allow / ask / deny per role and kind
 ;;   lispm-approvals.el the approvals buffer and its mode-line notice
+;;   lispm-tools.el     LispM's tool registry and its base tools
+;;   lispm-skills.el    org-file skills, and trusting a project's code
+;;   lispm-calls.el     other agents calling LispM's tools under the policy
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
@@ -60,6 +63,9 @@
 (require 'lispm-ide)
 (require 'lispm-policy)
 (require 'lispm-approvals)
+(require 'lispm-tools)
+(require 'lispm-skills)
+(require 'lispm-calls)
 
 ;;;###autoload
 (defun lispm-start-agent (kind &optional folder)

@@ -1,0 +1,369 @@
+;;; lispm-skills.el --- Skills: Org files of instructions and Lisp tools  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; A skill is an Org file: instructions for the model, and Emacs Lisp
+;; source blocks (#+begin_src emacs-lisp ... #+end_src) whose code
+;; usually defines tools with `lispm-define-tool'.  Its name is the
+;; file's name without `.org' (an app's page `lispm-app-ID.org' is the
+;; skill ID); its title is the #+TITLE:, else the first heading; its
+;; description the #+DESCRIPTION:, else the first line of text.
+;;
+;; The instructions are the file's text without the Lisp blocks: the
+;; code is for Emacs, the tools it defines describe themselves.  A
+;; block whose header says `:eval no' or `:eval never' is an example:
+;; it stays in the instructions and is never run.
+;;
+;; Skills come from, first match by name winning:
+;;
+;;   1. the project: `.lispm/skills/' in the agent's folder or above;
+;;   2. the user: each folder of `lispm-skills-directories';
+;;   3. the apps: the pages of LispM's apps (`elisp/apps/*.org').
+;;
+;; The `skill' tool (`lispm-skill-load') returns a skill's instructions
+;; and evaluates its code, so its tools exist from the agent's next
+;; step on.  The user's skills and the apps' are trusted.  A project's
+;; skill code runs only after the user trusts that project with
+;; \\[lispm-trust-project], which records the SHA-256 of each skill's
+;; code in `lispm-skills-trust-file': code that changed is no longer
+;; trusted until the user trusts the project again.  An untrusted
+;; skill's instructions can still be read.  All of a skill's forms are
+;; read before any is evaluated, so broken Lisp runs nothing.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'lispm-base)
+(require 'lispm-agents)
+(require 'lispm-tools)
+
+;;; Options and errors
+
+(defcustom lispm-skills-directories (list (locate-user-emacs-file "lispm/skills/"))
+  "The folders of the user's own skills, Org files; their code is trusted."
+  :type '(repeat directory)
+  :group 'lispm)
+
+(defcustom lispm-skills-trust-file (locate-user-emacs-file "lispm/trust.eld")
+  "The file recording which projects' skill code the user trusts."
+  :type 'file
+  :group 'lispm)
+
+(defconst lispm-skills-project-subdirectory ".lispm/skills/"
+  "Where a project keeps its skills, relative to its root.")
+
+(define-error 'lispm-skill-error "LispM skill error" 'lispm-tool-error)
+(define-error 'lispm-skill-unknown "Unknown skill" 'lispm-skill-error)
+(define-error 'lispm-skill-broken "Broken skill" 'lispm-skill-error)
+
+;;; Reading skill files
+
+(cl-defstruct (lispm-skill (:constructor lispm-skill--make) (:copier nil))
+  "A skill: instructions for the model, and Lisp code."
+  (name nil :documentation "The skill's name: its file's name without .org.")
+  (title nil :documentation "The #+TITLE:, else the first heading, else the name.")
+  (description nil :documentation "One line saying what the skill is for.")
+  (file nil :documentation "The Org file's truename.")
+  (source nil :documentation "Where it comes from: `project', `user' or `app'.")
+  (project nil :documentation "For a project's skill, the project's root.")
+  (instructions nil :documentation "The text without the Lisp blocks.")
+  (code nil :documentation "The Lisp blocks' text, a list of strings.")
+  (broken nil :documentation "Why the file cannot be read as a skill, or nil."))
+
+(defun lispm-skills--unescape (text)
+  "Return TEXT, a source block's body, without Org's escaping commas."
+  (replace-regexp-in-string "^\\([ \t]*\\),\\([*,]\\|#\\+\\)" "\\1\\2" text t))
+
+(defun lispm-skills--parse (file source &optional project)
+  "Read the skill in FILE, an Org file from SOURCE; return a `lispm-skill'.
+PROJECT is the project's root for a project's skill."
+  (with-temp-buffer
+    (insert-file-contents file)
+    (let ((case-fold-search t)
+          (name (file-name-base file))
+          title description code broken)
+      (when (eq source 'app)
+        (setq name (string-remove-prefix "lispm-app-" name)))
+      (goto-char (point-min))
+      (setq title (if (re-search-forward "^#\\+title:[ \t]*\\(.*?\\)[ \t]*$" nil t)
+                      (match-string-no-properties 1)
+                    (goto-char (point-min))
+                    (and (re-search-forward "^\\*+[ \t]+\\(.*?\\)[ \t]*$" nil t)
+                         (match-string-no-properties 1))))
+      (goto-char (point-min))
+      (when (re-search-forward "^#\\+description:[ \t]*\\(.*?\\)[ \t]*$" nil t)
+        (setq description (match-string-no-properties 1)))
+      (goto-char (point-min))
+      (while (and (not broken)
+                  (re-search-forward
+                   "^[ \t]*#\\+begin_src[ \t]+\\(?:emacs-lisp\\|elisp\\)\\_>\\(.*\\)$" nil t))
+        (let ((header (match-string 1))
+              (start (match-beginning 0))
+              (body (min (point-max) (1+ (line-end-position)))))
+          (if (not (re-search-forward "^[ \t]*#\\+end_src" nil t))
+              (setq broken (format "a Lisp block (line %d) has no #+end_src"
+                                   (line-number-at-pos start)))
+            (unless (string-match-p ":eval[ \t]+\\(?:no\\|never\\)\\_>" header)
+              (push (lispm-skills--unescape
+                     (buffer-substring-no-properties body (line-beginning-position)))
+                    code)
+              (delete-region start (min (point-max) (1+ (line-end-position))))
+              (goto-char start)))))
+      (let ((instructions (string-trim
+                           (replace-regexp-in-string "\n\\(?:[ \t]*\n\\)\\{2,\\}" "\n\n"
+                                                     (buffer-string)))))
+        (unless description
+          (setq description
+                (or (cl-find-if (lambda (line)
+                                  (not (or (string-blank-p line)
+                                           (string-match-p "\\`[ \t]*\\(?:#\\|\\*\\)" line))))
+                                (split-string instructions "\n"))
+                    "")))
+        (lispm-skill--make :name name :title (or title name)
+                           :description (string-trim description)
+                           :file file :source source :project project
+                           :instructions instructions :code (nreverse code)
+                           :broken broken)))))
+
+(defun lispm-skills--files (directory)
+  "Return the Org files directly in DIRECTORY, as truenames, sorted."
+  (when (and directory (file-directory-p directory))
+    (mapcar #'file-truename
+            (directory-files directory t "\\`[^.#].*\\.org\\'"))))
+
+(defun lispm-skills--project-root (folder)
+  "Return the root of the project around FOLDER with skills, or nil.
+That is the nearest folder, FOLDER or above, with `.lispm/skills/'."
+  (when-let* ((folder folder)
+              (root (locate-dominating-file
+                     folder (lambda (dir)
+                              (file-directory-p
+                               (expand-file-name lispm-skills-project-subdirectory dir))))))
+    (file-name-as-directory (file-truename root))))
+
+(defun lispm-skills--apps-directory ()
+  "Return the folder of the apps' pages."
+  (expand-file-name "apps" lispm-directory))
+
+(defun lispm-skills-list (&optional folder)
+  "Return the skills an agent working in FOLDER can load, a list of `lispm-skill'.
+Without FOLDER, the projects of every live agent count.  When two
+skills have the same name, a project's wins over the user's, and
+the user's over an app's."
+  (let ((roots (delete-dups
+                (delq nil (mapcar #'lispm-skills--project-root
+                                  (if folder (list folder)
+                                    (mapcar #'lispm-agent-folder (lispm-agents)))))))
+        skills)
+    (dolist (root roots)
+      (dolist (file (lispm-skills--files
+                     (expand-file-name lispm-skills-project-subdirectory root)))
+        (push (lispm-skills--parse file 'project root) skills)))
+    (dolist (dir lispm-skills-directories)
+      (dolist (file (lispm-skills--files dir))
+        (push (lispm-skills--parse file 'user) skills)))
+    (dolist (file (lispm-skills--files (lispm-skills--apps-directory)))
+      (push (lispm-skills--parse file 'app) skills))
+    (cl-remove-duplicates (nreverse skills) :key #'lispm-skill-name
+                          :test #'equal :from-end t)))
+
+(defun lispm-skills-get (name &optional folder)
+  "Return the skill NAME an agent in FOLDER would load, or nil."
+  (cl-find name (lispm-skills-list folder) :key #'lispm-skill-name :test #'equal))
+
+(defun lispm-skills-search (query &optional folder)
+  "Return the skills QUERY's words match, for an agent in FOLDER.
+Each is a plist (:name :kind nil :description :type \"skill\" :score), as
+`lispm-tools-search' returns them; an empty QUERY matches all."
+  (let ((all (null (split-string query "[^[:alnum:]]+" t))))
+    (cl-loop for skill in (lispm-skills-list folder)
+             for score = (lispm-tools-score query (lispm-skill-name skill)
+                                            (concat (lispm-skill-title skill) " "
+                                                    (lispm-skill-description skill)))
+             when (or all (> score 0))
+             collect (list :name (lispm-skill-name skill) :kind nil
+                           :description (lispm-skill-description skill)
+                           :type "skill" :score score))))
+
+;;; Trust
+
+(defun lispm-skills--hash (skill)
+  "Return the SHA-256 of SKILL's code, its Lisp blocks."
+  (secure-hash 'sha256 (mapconcat #'identity (lispm-skill-code skill) "\0")))
+
+(defun lispm-skills--trust ()
+  "Return the trust records: an alist (FILE . SHA-256) of skill files."
+  (when (file-readable-p lispm-skills-trust-file)
+    (with-temp-buffer
+      (insert-file-contents lispm-skills-trust-file)
+      (condition-case nil
+          (let ((records (read (current-buffer))))
+            (and (proper-list-p records) (cl-every #'consp records) records))
+        (error nil)))))
+
+(defun lispm-skills--save-trust (records)
+  "Write RECORDS to `lispm-skills-trust-file', atomically, mode 0600."
+  (let* ((file (expand-file-name lispm-skills-trust-file))
+         (dir (file-name-directory file)))
+    (with-file-modes #o700 (make-directory dir t))
+    (let ((temp (with-file-modes #o600
+                  (make-temp-file (expand-file-name ".trust-" dir)))))
+      (condition-case err
+          (progn
+            (with-temp-file temp
+              (insert ";; Skills whose code the user trusts: (FILE . SHA-256 of its code).\n")
+              (let ((print-length nil) (print-level nil))
+                (pp records (current-buffer))))
+            (set-file-modes temp #o600)
+            (rename-file temp file t))
+        (error (ignore-errors (delete-file temp))
+               (signal (car err) (cdr err)))))))
+
+(defun lispm-skills-trusted-p (skill)
+  "Return non-nil if SKILL's code may run.
+The user's skills and the apps' are trusted; a project's skill only if
+the user trusted its project when its code was what it is now."
+  (or (memq (lispm-skill-source skill) '(user app))
+      (equal (cdr (assoc (lispm-skill-file skill) (lispm-skills--trust)))
+             (lispm-skills--hash skill))))
+
+;;;###autoload
+(defun lispm-trust-project (folder &optional confirm)
+  "Trust the code of the skills of the project at FOLDER, as it is now.
+The project's skills are the Org files in `.lispm/skills/' there (or
+in the nearest folder above with one).  Their code may then run when
+an agent loads them; a skill whose code changes afterwards needs
+trusting again.  Interactively, ask for FOLDER (the current project
+by default) and, with CONFIRM, ask before trusting."
+  (interactive
+   (list (read-directory-name
+          "Trust the skills of the project: "
+          (if-let* ((project (project-current))) (project-root project) default-directory)
+          nil t)
+         t))
+  (let* ((root (or (lispm-skills--project-root (expand-file-name folder))
+                   (user-error "No %s in %s or above it"
+                               lispm-skills-project-subdirectory folder)))
+         (skills (mapcar (lambda (file) (lispm-skills--parse file 'project root))
+                         (lispm-skills--files
+                          (expand-file-name lispm-skills-project-subdirectory root))))
+         (names (mapconcat #'lispm-skill-name skills ", ")))
+    (unless skills
+      (user-error "No skills in %s" (expand-file-name lispm-skills-project-subdirectory root)))
+    (when (or (not confirm)
+              (yes-or-no-p (format "Let the Lisp code of %d skill(s) of %s run (%s)? "
+                                   (length skills) root names)))
+      (let ((records (lispm-skills--trust)))
+        (dolist (skill skills)
+          (setf (alist-get (lispm-skill-file skill) records nil nil #'equal)
+                (lispm-skills--hash skill)))
+        (lispm-skills--save-trust records))
+      (message "LispM: trusted the skills of %s: %s" root names)
+      (mapcar #'lispm-skill-name skills))))
+
+;;; Loading
+
+(defun lispm-skills--read-forms (skill)
+  "Return every form of SKILL's code, read but not evaluated.
+Signal `lispm-skill-broken', naming the block, if any does not read."
+  (when (lispm-skill-broken skill)
+    (lispm-tools--signal 'lispm-skill-broken "Skill %s is broken: %s; nothing was run"
+                         (lispm-skill-name skill) (lispm-skill-broken skill)))
+  (let ((n 0) forms)
+    (dolist (block (lispm-skill-code skill))
+      (cl-incf n)
+      (with-temp-buffer
+        (set-syntax-table emacs-lisp-mode-syntax-table)
+        (insert block)
+        (goto-char (point-min))
+        (while (progn (forward-comment (buffer-size)) (not (eobp)))
+          (let ((line (line-number-at-pos)))
+            (push (condition-case err
+                      (read (current-buffer))
+                    (error
+                     (lispm-tools--signal
+                      'lispm-skill-broken
+                      "Skill %s has broken Lisp in block %d, at the form on its line %d (%s); \
+nothing was run" (lispm-skill-name skill) n line (error-message-string err))))
+                  forms)))))
+    (nreverse forms)))
+
+(defun lispm-skills--untrusted-reason (skill)
+  "Say why SKILL's code did not run, and how the user can let it."
+  (let ((changed (assoc (lispm-skill-file skill) (lispm-skills--trust)))
+        (root (directory-file-name (lispm-skill-project skill))))
+    (format "The code of skill %s was not run: %s.  Its instructions are above.  \
+To let it run, the user must review it (%s) and type M-x lispm-trust-project RET %s RET"
+            (lispm-skill-name skill)
+            (if changed
+                (format "it changed since the user trusted the project %s" root)
+              (format "the user does not trust the project %s" root))
+            (lispm-skill-file skill) root)))
+
+(defun lispm-skill-load (name agent)
+  "Return skill NAME's instructions for AGENT; load its code if trusted.
+Return a plist (:instructions TEXT :loaded BOOL :reason TEXT :tools
+NAMES), ready for JSON.  `:loaded' is t when the code ran (or there is
+none), and `:tools' then names the tools it defined, in a vector;
+else `:reason' says why not and how the user can trust it
+\(`lispm-trust-project').  Signal
+`lispm-skill-unknown' for an unknown skill and `lispm-skill-broken'
+for one whose code does not read, before anything is evaluated."
+  (let* ((folder (and agent (lispm-agent-folder agent)))
+         (skill (or (lispm-skills-get name folder)
+                    (lispm-tools--signal
+                     'lispm-skill-unknown "Unknown skill %s; the skills are: %s" name
+                     (mapconcat #'lispm-skill-name (lispm-skills-list folder) ", "))))
+         (instructions (lispm-skill-instructions skill)))
+    (cond ((and (null (lispm-skill-code skill)) (not (lispm-skill-broken skill)))
+           (list :instructions instructions :loaded t :tools []))
+          ((not (lispm-skills-trusted-p skill))
+           (list :instructions instructions :loaded nil
+                 :reason (lispm-skills--untrusted-reason skill)))
+          (t
+           (let ((forms (lispm-skills--read-forms skill))
+                 (before (mapcar (lambda (tool) (cons (lispm-tool-name tool) tool))
+                                 lispm-tools)))
+             (condition-case err
+                 (dolist (form forms)
+                   (eval form t))
+               (error
+                (lispm-tools--signal 'lispm-skill-error "The code of skill %s failed: %s"
+                                     name (lispm-tools-error-message err))))
+             (list :instructions instructions :loaded t
+                   :tools (vconcat
+                           (cl-loop for tool in lispm-tools
+                                    unless (eq (cdr (assoc (lispm-tool-name tool) before))
+                                               tool)
+                                    collect (lispm-tool-name tool)))))))))
+
+(lispm-define-tool skill (agent (name string "The skill's name, as search_tools lists it."))
+  "Return a skill's instructions and load its Lisp code, defining its tools.
+Its tools can be called from the next step on.  A project's skill code
+runs only if the user trusts the project; the instructions can be read
+anyway."
+  :kind 'read
+  (let ((result (lispm-skill-load name agent)))
+    (concat (plist-get result :instructions)
+            (cond ((not (plist-get result :loaded))
+                   (format "\n\n[%s]" (plist-get result :reason)))
+                  ((> (length (plist-get result :tools)) 0)
+                   (format "\n\n[Skill %s loaded; its tools: %s]" name
+                           (string-join (append (plist-get result :tools) nil) ", ")))
+                  (t "")))))
+
+(provide 'lispm-skills)
+;;; lispm-skills.el ends here

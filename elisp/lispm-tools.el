@@ -1,0 +1,1162 @@
+;;; lispm-tools.el --- LispM's tool registry and base tools  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; A tool is a Lisp function an agent may call.  One form defines it,
+;; and everything an agent or a policy needs to know is derived from
+;; that form, so nothing can drift apart:
+;;
+;;   (lispm-define-tool read-file (agent (path file "File path, relative
+;;                                              to the folder."))
+;;     "Return the text of the file at PATH.
+;;   ..."
+;;     :kind 'read
+;;     BODY...)
+;;
+;; defines the function `lispm-tool-read-file', called as
+;; (lispm-tool-read-file AGENT PATH), and registers a `lispm-tool' named
+;; "read_file" (dashes become underscores) whose description is the
+;; docstring's first paragraph and whose JSON schema comes from the
+;; argument list.  Each argument is (NAME TYPE DESCRIPTION); those after
+;; `&optional' are optional, the others required.  TYPE is one of
+;;
+;;   string           a JSON string
+;;   file             a JSON string naming a file or directory; it is
+;;                    confined to the agent's folder by
+;;                    `lispm-tools-resolve' before anything else happens,
+;;                    and the body receives its truename
+;;   integer, number  JSON numbers
+;;   boolean          true or false (the body gets t or nil)
+;;   (array string)   a JSON array of strings (the body gets a list)
+;;
+;; A bare symbol first in the argument list names the parameter that
+;; receives the agent (omit it if the body does not need the agent).
+;; The keyword properties before the body are evaluated:
+;;
+;;   :kind    one of `read', `edit', `shell', `eval', `message'
+;;   :target  a form, evaluated like the body with the same arguments
+;;            bound, returning a plist of what a call would touch (see
+;;            `lispm-tool-target'); it must not change anything
+;;
+;; The body returns the tool's text (a string; anything else is
+;; printed), or signals an error, which becomes the tool's error.  A
+;; tool that finishes later returns `lispm-tools-defer's value instead.
+;;
+;; The caller's protocol: `lispm-tool-target' first (bad arguments and
+;; paths outside the folder are refused there, before the policy or the
+;; user is asked), then the policy, then `lispm-tools-run'.
+;;
+;; The base tools: read_file, list_files, grep, edit_file, write_file,
+;; run_shell, eval_elisp and search_tools.  Skills (lispm-skills.el)
+;; add `skill' and whatever tools the skills' code defines.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'pp)
+(require 'lispm-base)
+(require 'lispm-agents)
+
+(declare-function lispm-skills-search "lispm-skills" (query &optional folder))
+
+;;; Errors
+
+(define-error 'lispm-tool-error "LispM tool error" 'lispm-error)
+(define-error 'lispm-tool-unknown "Unknown tool" 'lispm-tool-error)
+(define-error 'lispm-tool-bad-args "Bad tool arguments" 'lispm-tool-error)
+(define-error 'lispm-tool-outside-folder "Outside the agent's folder" 'lispm-tool-error)
+
+(defun lispm-tools--signal (condition format-string &rest args)
+  "Signal CONDITION with the message made of FORMAT-STRING and ARGS."
+  (signal condition (list (apply #'format-message format-string args))))
+
+(defun lispm-tools-error-message (err)
+  "Return the message of the error ERR, a (CONDITION . DATA) cons.
+LispM's tool errors carry their whole message; others read as usual."
+  (if (and (memq 'lispm-error (get (car err) 'error-conditions))
+           (stringp (cadr err)) (null (cddr err)))
+      (cadr err)
+    (error-message-string err)))
+
+;;; Options
+
+(defcustom lispm-tools-shell-output-limit 100000
+  "The most characters of output `run_shell' keeps; the rest is dropped."
+  :type 'integer
+  :group 'lispm)
+
+(defcustom lispm-tools-shell-timeout 60
+  "Seconds a `run_shell' command may run before it is killed."
+  :type 'number
+  :group 'lispm)
+
+(defcustom lispm-tools-grep-output-limit 30000
+  "The most characters of matches `grep' returns."
+  :type 'integer
+  :group 'lispm)
+
+(defcustom lispm-tools-grep-timeout 20
+  "Seconds a `grep' search may run before it is killed."
+  :type 'number
+  :group 'lispm)
+
+(defcustom lispm-tools-list-limit 2000
+  "The most file names `list_files' returns."
+  :type 'integer
+  :group 'lispm)
+
+(defcustom lispm-tools-read-limit 1000000
+  "The most characters `read_file' returns."
+  :type 'integer
+  :group 'lispm)
+
+(defcustom lispm-tools-eval-print-limit 20000
+  "The most characters of a printed value `eval_elisp' returns."
+  :type 'integer
+  :group 'lispm)
+
+;;; Tools and the registry
+
+(cl-defstruct (lispm-tool (:constructor lispm-tool--make) (:copier nil))
+  "A tool an agent can call."
+  (name nil :documentation "The tool's name for agents, a string: \"read_file\".")
+  (kind nil :documentation "One of `read', `edit', `shell', `eval', `message'.")
+  (description nil :documentation "The first paragraph of the docstring.")
+  (args nil :documentation "A list of (SYMBOL TYPE DESCRIPTION REQUIRED).")
+  (function nil :documentation "The Lisp function: (FUNCTION AGENT ARGS...).")
+  (targeter nil :documentation "Function of the same arguments returning
+what a call would touch, or nil."))
+
+(eval-and-compile
+  (defconst lispm-tools-kinds '(read edit shell eval message)
+    "The kinds of tool, which the policy decides on."))
+
+(defvar lispm-tools nil
+  "Every registered tool, a list of `lispm-tool', in definition order.")
+
+(defvar lispm-tools-changed-hook nil
+  "Hook run after a tool is defined or redefined.
+Agents that list tools (MCP `tools/list') should be told then.")
+
+(defun lispm-tools--register (tool)
+  "Add TOOL to `lispm-tools', replacing a tool of the same name; return it."
+  (unless (memq (lispm-tool-kind tool) lispm-tools-kinds)
+    (error "Tool %s: :kind must be one of %s, not %S" (lispm-tool-name tool)
+           lispm-tools-kinds (lispm-tool-kind tool)))
+  (let ((cell (cl-member (lispm-tool-name tool) lispm-tools
+                         :key #'lispm-tool-name :test #'equal)))
+    (if cell
+        (setcar cell tool)
+      (setq lispm-tools (append lispm-tools (list tool)))))
+  (run-hooks 'lispm-tools-changed-hook)
+  tool)
+
+(defun lispm-tool-get (name)
+  "Return the registered tool named NAME (a string such as \"read_file\"), or nil."
+  (cl-find name lispm-tools :key #'lispm-tool-name :test #'equal))
+
+(defun lispm-tools--tool (tool)
+  "Return TOOL, a `lispm-tool' or a tool's name; signal if there is none."
+  (cond ((lispm-tool-p tool) tool)
+        ((and (stringp tool) (lispm-tool-get tool)))
+        (t (lispm-tools--signal
+            'lispm-tool-unknown
+            "Unknown tool %s; the tools are: %s (search_tools finds tools and skills)"
+            (if (stringp tool) tool (format "%S" tool))
+            (mapconcat #'lispm-tool-name lispm-tools ", ")))))
+
+;;; Defining tools
+
+(eval-and-compile
+(defun lispm-tools--valid-type-p (type)
+  "Return non-nil if TYPE is an argument type of `lispm-define-tool'."
+  (or (memq type '(string file integer number boolean))
+      (equal type '(array string))))
+
+(defun lispm-tools--json-name (symbol)
+  "Return the JSON name of SYMBOL: its name with dashes made underscores."
+  (string-replace "-" "_" (symbol-name symbol)))
+
+(defun lispm-tools--parse-arglist (name arglist)
+  "Parse ARGLIST of the tool NAME; return (AGENT-SYMBOL . SPECS).
+AGENT-SYMBOL is nil when ARGLIST does not name the agent.  Each of
+SPECS is (SYMBOL TYPE DESCRIPTION REQUIRED)."
+  (let ((agent (and (symbolp (car arglist)) (not (eq (car arglist) '&optional))
+                    (pop arglist)))
+        (required t)
+        specs)
+    (dolist (spec arglist)
+      (cond ((eq spec '&optional)
+             (unless required
+               (error "Tool %s: `&optional' twice" name))
+             (setq required nil))
+            ((and (consp spec) (= (length spec) 3)
+                  (symbolp (car spec)) (lispm-tools--valid-type-p (nth 1 spec))
+                  (stringp (nth 2 spec)))
+             (push (list (car spec) (nth 1 spec) (nth 2 spec) required) specs))
+            (t (error "Tool %s: bad argument %S; expected (NAME TYPE \
+\"Description.\") with TYPE string, file, integer, number, boolean or \
+\(array string)" name spec))))
+    (cons agent (nreverse specs))))
+
+(defun lispm-tools--split-properties (body)
+  "Split BODY into the keyword properties before it and the rest.
+Return (PLIST . FORMS)."
+  (let (plist)
+    (while (keywordp (car body))
+      (unless (memq (car body) '(:kind :target))
+        (error "`lispm-define-tool': unknown property %S" (car body)))
+      (setq plist (plist-put plist (pop body) (pop body))))
+    (cons plist body)))
+
+(defun lispm-tools--first-paragraph (docstring)
+  "Return the first paragraph of DOCSTRING, its lines joined by spaces."
+  (string-trim
+   (replace-regexp-in-string
+    "[ \t]*\n[ \t]*" " "
+    (car (split-string docstring "\n[ \t]*\n")))))
+
+(defun lispm-tools--description (docstring specs)
+  "Return the tool description from DOCSTRING, for a tool with args SPECS.
+That is its first paragraph, with the arguments' names in upper case
+replaced by their JSON names, as agents know them."
+  (let ((case-fold-search nil)
+        (text (lispm-tools--first-paragraph docstring)))
+    (with-syntax-table (standard-syntax-table)
+      (dolist (spec specs text)
+        (setq text (replace-regexp-in-string
+                    (concat "\\b" (regexp-quote (upcase (symbol-name (car spec)))) "\\b")
+                    (lispm-tools--json-name (car spec)) text t t))))))
+
+(defun lispm-tools--type-description (type)
+  "Return the JSON type TYPE stands for, as a string for humans."
+  (pcase type
+    ('file "string, a path in the folder")
+    ('(array string) "array of strings")
+    (_ (symbol-name type))))
+
+(defun lispm-tools--fill (text prefix)
+    "Return TEXT filled to 76 columns, lines after the first starting with PREFIX."
+    (with-temp-buffer
+      (insert text)
+      (let ((fill-column 76) (fill-prefix prefix))
+        (fill-region-as-paragraph (point-min) (point-max)))
+      (string-trim-right (buffer-string))))
+
+  (defun lispm-tools--function-doc (name kind docstring specs)
+    "Return the docstring of the function of tool NAME of KIND.
+It is DOCSTRING followed by the tool's arguments, from SPECS."
+    (concat docstring "\n\n"
+            (lispm-tools--fill
+             (format "This is the %s tool `%s'.  Call it as (FUNCTION AGENT%s)."
+                     kind name
+                     (mapconcat (lambda (spec) (concat " " (upcase (symbol-name (car spec)))))
+                                specs ""))
+             "")
+            (if specs "\nIts arguments:\n" "\nIt takes no arguments.")
+            (mapconcat (lambda (spec)
+                         (pcase-let ((`(,symbol ,type ,doc ,required) spec))
+                           (lispm-tools--fill
+                            (format "  %s (%s%s): %s" (upcase (symbol-name symbol))
+                                    (lispm-tools--type-description type)
+                                    (if required "" ", optional") doc)
+                            "    ")))
+                       specs "\n"))))
+
+(defun lispm-tools--check-function-name (function)
+  "Signal an error if defining the tool FUNCTION would clobber other code."
+  (when (and (fboundp function) (not (get function 'lispm-tool)))
+    (error "Cannot define the tool function `%s': it is already a function" function)))
+
+(defmacro lispm-define-tool (name arglist docstring &rest body)
+  "Define the tool NAME, an agent may call, with ARGLIST, DOCSTRING and BODY.
+NAME is a symbol; the function is `lispm-tool-NAME' and the tool's
+name, for agents, is NAME with dashes made underscores.  ARGLIST is
+an optional bare symbol bound to the calling agent, then argument
+specs (SYMBOL TYPE DESCRIPTION), `&optional' before the optional
+ones.  TYPE is `string', `file' (a path, confined to the agent's
+folder and given to BODY as a truename), `integer', `number',
+`boolean' or (array string).  DOCSTRING's first paragraph is the
+tool's description.
+
+BODY may start with keyword properties, which are evaluated:
+`:kind' (`read', `edit', `shell', `eval' or `message'; required) and
+`:target', a form evaluated like BODY that returns what a call would
+touch (see `lispm-tool-target').  BODY returns the tool's text, or
+the value of `lispm-tools-defer' to answer later."
+  (declare (indent defun) (doc-string 3))
+  (pcase-let* ((`(,agent . ,specs) (lispm-tools--parse-arglist name arglist))
+               (`(,props . ,forms) (lispm-tools--split-properties body))
+               (agent (or agent (make-symbol "_agent")))
+               (function (intern (format "lispm-tool-%s" name)))
+               (tool-name (lispm-tools--json-name name))
+               (kind-form (or (plist-get props :kind)
+                              (error "Tool %s: `:kind' is required" name)))
+               (required (cl-remove-if-not (lambda (s) (nth 3 s)) specs))
+               (optional (cl-remove-if (lambda (s) (nth 3 s)) specs))
+               (lambda-list `(,agent ,@(mapcar #'car required)
+                                     ,@(and optional
+                                            (cons '&optional (mapcar #'car optional)))))
+               (used (cl-remove-if (lambda (s) (string-prefix-p "_" (symbol-name s)))
+                                   (cons agent (mapcar #'car specs)))))
+    (unless (stringp docstring)
+      (error "Tool %s: a docstring is required" name))
+    (when (and (eq (car-safe kind-form) 'quote)
+               (not (memq (cadr kind-form) lispm-tools-kinds)))
+      (error "Tool %s: :kind must be one of %s" name lispm-tools-kinds))
+    `(progn
+       (lispm-tools--check-function-name ',function)
+       (defun ,function ,lambda-list
+         ,(lispm-tools--function-doc
+           tool-name (if (eq (car-safe kind-form) 'quote) (cadr kind-form) kind-form)
+           docstring specs)
+         ,@forms)
+       (put ',function 'lispm-tool ,tool-name)
+       (lispm-tools--register
+        (lispm-tool--make
+         :name ,tool-name
+         :kind ,kind-form
+         :description ,(lispm-tools--description docstring specs)
+         :args ',specs
+         :function #',function
+         :targeter ,(when (plist-get props :target)
+                      `(lambda ,lambda-list
+                         (ignore ,@used)
+                         ,(plist-get props :target))))))))
+
+(defun lispm-tools-defer (start)
+  "Return a value with which a tool's body answers later.
+START is called at once with one argument, DONE, a function to call
+once with the result plist: (:ok t :text TEXT) or (:ok nil :error TEXT)."
+  (list 'lispm-tools--deferred start))
+
+(defun lispm-tools--deferred-p (value)
+  "Return non-nil if VALUE was made by `lispm-tools-defer'."
+  (eq (car-safe value) 'lispm-tools--deferred))
+
+;;; Schemas
+
+(defun lispm-tools--type-schema (type)
+  "Return the JSON schema of the argument TYPE, a plist."
+  (pcase type
+    ((or 'string 'file) (list :type "string"))
+    ('integer (list :type "integer"))
+    ('number (list :type "number"))
+    ('boolean (list :type "boolean"))
+    ('(array string) (list :type "array" :items (list :type "string")))))
+
+(defun lispm-tool-schema (tool)
+  "Return the JSON schema of TOOL's arguments, for MCP's `inputSchema'.
+TOOL is a `lispm-tool' or a tool's name.  The value is a plist whose
+`:properties' is a hash table (so that no arguments encode as {}) and
+whose `:required' is a vector."
+  (let* ((tool (lispm-tools--tool tool))
+         (properties (make-hash-table :test #'equal)))
+    (dolist (spec (lispm-tool-args tool))
+      (puthash (lispm-tools--json-name (car spec))
+               (append (lispm-tools--type-schema (nth 1 spec))
+                       (list :description (nth 2 spec)))
+               properties))
+    (list :type "object"
+          :properties properties
+          :required (vconcat (mapcar (lambda (s) (lispm-tools--json-name (car s)))
+                                     (cl-remove-if-not (lambda (s) (nth 3 s))
+                                                       (lispm-tool-args tool))))
+          :additionalProperties :json-false)))
+
+(defun lispm-tool-mcp-description (tool)
+  "Return TOOL's entry for MCP's `tools/list': name, description, inputSchema."
+  (let ((tool (lispm-tools--tool tool)))
+    (list :name (lispm-tool-name tool)
+          :description (lispm-tool-description tool)
+          :inputSchema (lispm-tool-schema tool))))
+
+;;; Validating arguments
+
+(defun lispm-tools--args-plist (tool args)
+  "Return ARGS, the arguments of TOOL, as a plist; signal if it is not one."
+  (cond ((hash-table-p args)
+         (let (plist)
+           (maphash (lambda (k v)
+                      (setq plist (plist-put plist (intern (format ":%s" k)) v)))
+                    args)
+           plist))
+        ((and (proper-list-p args) (cl-evenp (length args))
+              (cl-loop for (key _) on args by #'cddr always (keywordp key)))
+         args)
+        (t (lispm-tools--signal 'lispm-tool-bad-args
+                                "%s: the arguments must be a JSON object"
+                                (lispm-tool-name tool)))))
+
+(defun lispm-tools--absent-p (value)
+  "Return non-nil if VALUE, from JSON, means no value: null."
+  (memq value '(nil :null)))
+
+(defun lispm-tools--coerce (tool spec value)
+  "Check VALUE for SPEC of TOOL, and return it as the body takes it."
+  (let ((type (nth 1 spec)))
+    (if (pcase type
+          ((or 'string 'file) (stringp value))
+          ('integer (integerp value))
+          ('number (numberp value))
+          ('boolean (memq value '(t :json-false :false)))
+          ('(array string) (and (or (vectorp value) (proper-list-p value))
+                                (cl-every #'stringp value))))
+        (pcase type
+          ('boolean (eq value t))
+          ('(array string) (append value nil))
+          (_ value))
+      (lispm-tools--signal
+       'lispm-tool-bad-args "%s: argument `%s' must be %s, not %s"
+       (lispm-tool-name tool) (lispm-tools--json-name (car spec))
+       (pcase type
+         ('integer "an integer") ('(array string) "an array of strings")
+         (_ (concat "a " (car (split-string (lispm-tools--type-description type)
+                                            ",")))))
+       (let ((print-length 5) (print-level 2))
+         (truncate-string-to-width (format "%S" value) 60 nil nil "..."))))))
+
+(defun lispm-tools--check-args (tool args)
+  "Check ARGS (a plist) against TOOL's arguments.
+Return the values in the order of TOOL's arguments, nil for those absent."
+  (let* ((plist (lispm-tools--args-plist tool args))
+         (specs (lispm-tool-args tool))
+         (names (mapcar (lambda (s) (lispm-tools--json-name (car s))) specs)))
+    (cl-loop for (key _) on plist by #'cddr
+             for name = (substring (symbol-name key) 1)
+             unless (member name names)
+             do (lispm-tools--signal
+                 'lispm-tool-bad-args "%s: unknown argument `%s'; it takes %s"
+                 (lispm-tool-name tool) name
+                 (if names (mapconcat (lambda (n) (format-message "`%s'" n)) names ", ")
+                   "no arguments")))
+    (mapcar (lambda (spec)
+              (let* ((key (intern (concat ":" (lispm-tools--json-name (car spec)))))
+                     (value (plist-get plist key)))
+                (cond ((not (lispm-tools--absent-p value))
+                       (lispm-tools--coerce tool spec value))
+                      ((nth 3 spec)
+                       (lispm-tools--signal
+                        'lispm-tool-bad-args "%s: missing required argument `%s' (%s)"
+                        (lispm-tool-name tool) (lispm-tools--json-name (car spec))
+                        (nth 2 spec))))))
+            specs)))
+
+(defun lispm-tools-validate (tool args)
+  "Check ARGS, a plist from JSON, against the schema of TOOL; return t.
+TOOL is a `lispm-tool' or a tool's name.  Signal `lispm-tool-unknown'
+for an unknown tool, and `lispm-tool-bad-args', naming the argument,
+for a missing required argument, one of the wrong type, or one TOOL
+does not take."
+  (lispm-tools--check-args (lispm-tools--tool tool) args)
+  t)
+
+(defun lispm-tools--arguments (tool agent args)
+  "Return the argument values of a call of TOOL by AGENT with ARGS.
+Validate ARGS, then confine `file' arguments to AGENT's folder,
+replacing each with its truename."
+  (cl-mapcar (lambda (spec value)
+               (if (and value (eq (nth 1 spec) 'file))
+                   (lispm-tools-resolve agent value)
+                 value))
+             (lispm-tool-args tool)
+             (lispm-tools--check-args tool args)))
+
+;;; Confinement
+
+(defun lispm-tools--folder (agent)
+  "Return AGENT's folder: a truename with a trailing slash."
+  (let ((folder (and (lispm-agent-p agent) (lispm-agent-folder agent))))
+    (unless (stringp folder)
+      (lispm-tools--signal 'lispm-tool-error "Agent %S has no folder"
+                           (and (lispm-agent-p agent) (lispm-agent-name agent))))
+    (let ((file-name-handler-alist nil))
+      (file-name-as-directory (file-truename folder)))))
+
+(defun lispm-tools-resolve (agent path)
+  "Return the truename of PATH, relative to AGENT's folder.
+Signal `lispm-tool-outside-folder' unless that truename is the folder
+or under it: `..', `~', absolute paths elsewhere and symbolic links
+that lead out are all refused.  Remote file names are never touched."
+  (let* ((file-name-handler-alist nil)  ; No TRAMP, no decompression.
+         (folder (lispm-tools--folder agent))
+         (refuse (lambda ()
+                   (lispm-tools--signal
+                    'lispm-tool-outside-folder
+                    "%s is outside the folder %s; refused (paths must be inside it)"
+                    path (directory-file-name folder)))))
+    (unless (and (stringp path) (not (string-search "\0" path)))
+      (lispm-tools--signal 'lispm-tool-bad-args "Bad path %S" path))
+    (let ((true (condition-case nil
+                    (file-truename (expand-file-name path folder))
+                  (error (funcall refuse)))))
+      (cond ((equal (file-name-as-directory true) folder) folder)
+            ((string-prefix-p folder true) true)
+            (t (funcall refuse))))))
+
+(defun lispm-tools--relative (agent file)
+  "Return FILE's name relative to AGENT's folder."
+  (let ((relative (file-relative-name file (lispm-tools--folder agent))))
+    (if (equal relative "./") "." relative)))
+
+;;; Running tools
+
+(defun lispm-tool-target (tool agent args)
+  "Return what a call of TOOL by AGENT with ARGS would touch, a plist.
+Nothing is changed.  The plist always has `:kind' (TOOL's kind) and
+`:tool' (its name); `:files' lists the truenames of its file
+arguments.  Edit tools add `:diff', the unified diff of the change
+they propose; `run_shell' gives `:command' and `:directory'; and
+`eval_elisp' `:form', the form pretty-printed.  Signal like
+`lispm-tools-validate', and `lispm-tool-outside-folder' for a path
+outside AGENT's folder: that refusal needs nobody's approval."
+  (let* ((tool (lispm-tools--tool tool))
+         (values (lispm-tools--arguments tool agent args))
+         (files (cl-loop for spec in (lispm-tool-args tool)
+                         for value in values
+                         when (and value (eq (nth 1 spec) 'file)) collect value))
+         (target (and (lispm-tool-targeter tool)
+                      (apply (lispm-tool-targeter tool) agent values))))
+    (append (list :kind (lispm-tool-kind tool) :tool (lispm-tool-name tool))
+            (unless (plist-member target :files) (list :files files))
+            (cl-loop for (key value) on target by #'cddr
+                     unless (memq key '(:kind :tool)) append (list key value)))))
+
+(defun lispm-tools--text (value)
+  "Return VALUE, a tool's result, as text."
+  (cond ((stringp value) value)
+        ((null value) "")
+        (t (format "%S" value))))
+
+(defun lispm-tools-run (tool agent args callback)
+  "Run TOOL for AGENT with ARGS, a plist from JSON; pass the result to CALLBACK.
+TOOL is a `lispm-tool' or a tool's name.  The result is (:ok t :text
+TEXT) or (:ok nil :error TEXT :condition NAME), NAME the error
+condition's name as a string: all ready for JSON.  ARGS are
+validated and paths confined first; asking the policy is the caller's
+business, before this.  Synchronous tools call CALLBACK before this
+returns; others (run_shell, grep) later, from a process sentinel.
+This never signals: every failure, an unknown tool included, goes to
+CALLBACK, exactly once."
+  (let* ((called nil)
+         (done (lambda (result)
+                 (unless called
+                   (setq called t)
+                   (funcall callback result))))
+         (result
+          (condition-case err
+              (let* ((tool (lispm-tools--tool tool))
+                     (values (lispm-tools--arguments tool agent args))
+                     (value (apply (lispm-tool-function tool) agent values)))
+                (if (lispm-tools--deferred-p value)
+                    (progn (funcall (cadr value) done) nil)
+                  (list :ok t :text (lispm-tools--text value))))
+            (error (list :ok nil :error (lispm-tools-error-message err)
+                         :condition (symbol-name (car err)))))))
+    (when result
+      (funcall done result))
+    nil))
+
+(defun lispm-tools-call (tool agent args &optional timeout)
+  "Run TOOL for AGENT with ARGS and wait for its result plist.
+Wait at most TIMEOUT seconds (default: the shell timeout plus 5).
+For tests and for callers that must block; agents never do."
+  (let ((result nil)
+        (deadline (+ (float-time) (or timeout (+ lispm-tools-shell-timeout 5)))))
+    (lispm-tools-run tool agent args (lambda (r) (setq result r)))
+    (while (and (not result) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (or result (list :ok nil :error "No result in time"))))
+
+;;; Processes, never waited for
+
+(defun lispm-tools--kill (process)
+  "Kill PROCESS and every process of its group."
+  (when (process-live-p process)
+    (condition-case nil
+        (signal-process (- (process-id process)) 'KILL)
+      (error nil))
+    (when (process-live-p process)
+      (kill-process process))))
+
+(cl-defun lispm-tools--spawn (command directory done &key limit timeout finish)
+  "Start COMMAND, a list, in DIRECTORY, and return at once.
+Keep at most LIMIT characters of its output (stdout and stderr
+together); kill it, and its children, after TIMEOUT seconds.  When it
+has ended, call FINISH with its output, its exit status (nil when it
+was killed by the timeout) and whether output was dropped; FINISH
+returns the result plist, which goes to DONE."
+  (let* ((buffer (generate-new-buffer " *lispm-tools process*" t))
+         (truncated nil)
+         (timed-out nil)
+         (timer nil)
+         (process
+          (let ((default-directory (file-name-as-directory directory))
+                (process-environment (cons "PAGER=cat" process-environment)))
+            (make-process
+             :name "lispm-tool" :buffer buffer :command command
+             :connection-type 'pipe :noquery t :coding 'utf-8
+             :filter
+             (lambda (_process string)
+               (when (buffer-live-p buffer)
+                 (with-current-buffer buffer
+                   (let ((room (- limit (buffer-size))))
+                     (when (> (length string) room)
+                       (setq truncated t
+                             string (substring string 0 (max room 0))))
+                     (goto-char (point-max))
+                     (insert string)))))
+             :sentinel
+             (lambda (process _event)
+               (unless (process-live-p process)
+                 (when timer (cancel-timer timer))
+                 (let ((output (if (buffer-live-p buffer)
+                                   (with-current-buffer buffer (buffer-string))
+                                 ""))
+                       (status (and (not timed-out) (process-exit-status process))))
+                   (when (buffer-live-p buffer) (kill-buffer buffer))
+                   (funcall done
+                            (condition-case err
+                                (funcall finish output status truncated)
+                              (error (list :ok nil
+                                           :error (error-message-string err))))))))))))
+    (ignore-errors (process-send-eof process)) ; No input: nothing waits on it.
+    (setq timer (run-at-time timeout nil
+                             (lambda ()
+                               (when (process-live-p process)
+                                 (setq timed-out t)
+                                 (lispm-tools--kill process)))))
+    process))
+
+;;; Buffers and files
+
+(defun lispm-tools--live-text (file)
+  "Return FILE's text as Emacs has it, or nil if it has no buffer.
+A visited file's buffer counts if it has unsaved changes or agrees
+with the disk."
+  (when-let* ((buffer (find-buffer-visiting file)))
+    (with-current-buffer buffer
+      (when (or (buffer-modified-p) (verify-visited-file-modtime buffer)
+                (not (file-exists-p file)))
+        (save-restriction
+          (widen)
+          (buffer-substring-no-properties (point-min) (point-max)))))))
+
+(defun lispm-tools--file-text (file)
+  "Return FILE's text: from its buffer if visited (with unsaved edits), else disk.
+Return nil if the file does not exist and no buffer visits it."
+  (or (lispm-tools--live-text file)
+      (when (file-regular-p file)
+        (with-temp-buffer
+          (insert-file-contents file)
+          (buffer-string)))))
+
+(defun lispm-tools--file-buffer (agent file)
+  "Return a buffer visiting FILE, in step with the disk, to change it.
+Create the directories FILE needs (inside AGENT's folder).  Signal if
+the buffer is read-only, or has unsaved changes while the file has
+changed on disk."
+  (let* ((visited (find-buffer-visiting file))
+         (buffer (or visited
+                     (let ((enable-local-variables :safe)
+                           (large-file-warning-threshold nil)
+                           (inhibit-interaction t))
+                       (make-directory (file-name-directory file) t)
+                       (find-file-noselect file)))))
+    (with-current-buffer buffer
+      (when (and visited (file-exists-p file)
+                 (not (verify-visited-file-modtime buffer)))
+        (if (buffer-modified-p)
+            (error "%s has unsaved changes in Emacs and changed on disk; \
+the user must settle that first" (lispm-tools--relative agent file))
+          (let ((inhibit-interaction t))
+            (revert-buffer t t t))))
+      (when buffer-read-only
+        (error "%s is read-only in Emacs" (lispm-tools--relative agent file)))
+      (unless (file-exists-p file)
+        (setq buffer-file-coding-system 'utf-8-unix)))
+    buffer))
+
+(defun lispm-tools--replace-text (text)
+  "Make TEXT the current buffer's whole text, as one undo step.
+The change is atomic: if it fails, the buffer is left as it was.
+Point and markers stay with unchanged text."
+  (save-restriction
+    (widen)
+    (let ((source (generate-new-buffer " *lispm-tools text*" t))
+          (undo-outer-limit nil)
+          (undo-limit most-positive-fixnum)
+          (undo-strong-limit most-positive-fixnum))
+      (unwind-protect
+          (progn
+            (with-current-buffer source (insert text))
+            (undo-boundary)
+            (let ((group (prepare-change-group))
+                  (success nil))
+              (unwind-protect
+                  (progn
+                    (activate-change-group group)
+                    (replace-buffer-contents source 0.5)
+                    (setq success t))
+                (if (not success)
+                    (cancel-change-group group)
+                  (accept-change-group group)
+                  (undo-amalgamate-change-group group))))
+            (undo-boundary))
+        (kill-buffer source)))))
+
+(defun lispm-tools--write-through-buffer (agent file text)
+  "Make TEXT FILE's text through its buffer, as one undo step, and save it.
+AGENT is the agent asking.  Return a short report."
+  (let ((buffer (lispm-tools--file-buffer agent file))
+        (existed (file-exists-p file)))
+    (with-current-buffer buffer
+      (let ((inhibit-interaction t)
+            (require-final-newline nil))
+        (unless (and existed
+                     (string= text (save-restriction
+                                     (widen)
+                                     (buffer-substring-no-properties
+                                      (point-min) (point-max)))))
+          (lispm-tools--replace-text text))
+        (when (or (buffer-modified-p) (not existed))
+          (set-buffer-modified-p t)
+          (save-buffer))))
+    (format "%s %s (%d characters)" (if existed "Wrote" "Created")
+            (lispm-tools--relative agent file) (length text))))
+
+;;; Diffs
+
+(defun lispm-tools--run-sync (command timeout)
+  "Run COMMAND, a list, and return (STATUS . OUTPUT) within TIMEOUT seconds.
+Only for quick commands (diff): Emacs keeps serving timers and
+processes meanwhile.  Signal an error if it takes longer."
+  (with-temp-buffer
+    (let* ((buffer (current-buffer))
+           (process (make-process :name "lispm-tools-sync" :buffer buffer
+                                  :command command :connection-type 'pipe
+                                  :noquery t :coding 'utf-8 :sentinel #'ignore))
+           (deadline (+ (float-time) timeout)))
+      (ignore-errors (process-send-eof process))
+      (while (and (process-live-p process) (< (float-time) deadline))
+        (accept-process-output nil 0.05))
+      (when (process-live-p process)
+        (lispm-tools--kill process)
+        (error "%s took longer than %s seconds" (car command) timeout))
+      (cons (process-exit-status process)
+            (with-current-buffer buffer (buffer-string))))))
+
+(defun lispm-tools-diff (old new label)
+  "Return the unified diff from the text OLD to the text NEW.
+LABEL names the file in the headers: a/LABEL and b/LABEL.  Return
+the empty string if they are equal."
+  (if (string= old new)
+      ""
+    (let ((dir (make-temp-file "lispm-diff" t)))
+      (unwind-protect
+          (let ((a (expand-file-name "a" dir))
+                (b (expand-file-name "b" dir))
+                (coding-system-for-write 'utf-8-unix))
+            (write-region old nil a nil 'silent)
+            (write-region new nil b nil 'silent)
+            (pcase-let ((`(,status . ,output)
+                         (lispm-tools--run-sync
+                          (list "diff" "-u" "--label" (concat "a/" label)
+                                "--label" (concat "b/" label) a b)
+                          5)))
+              (if (memq status '(0 1))
+                  output
+                (error "Diff failed: %s" output))))
+        (delete-directory dir t)))))
+
+;;; Applying unified diffs
+
+(defun lispm-tools--lines (text)
+  "Split TEXT into lines, each with its newline (the last one may lack it)."
+  (let ((lines (split-string text "\n")))
+    (append (mapcar (lambda (l) (concat l "\n")) (butlast lines))
+            (unless (equal (car (last lines)) "") (last lines)))))
+
+(defun lispm-tools--parse-hunks (diff)
+  "Return the hunks of DIFF, a unified diff of one file.
+Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines."
+  (let ((lines (lispm-tools--lines diff))
+        hunks current last-kind)
+    (dolist (line lines)
+      (cond ((string-match "\\`@@ -\\([0-9]+\\)\\(?:,[0-9]+\\)? \\+[0-9]+\\(?:,[0-9]+\\)? @@" line)
+             (when current (push current hunks))
+             (setq current (list (string-to-number (match-string 1 line)) nil nil)
+                   last-kind nil))
+            ((and current (string-prefix-p "+++ " line))
+             (error "The diff changes more than one file; give one file's diff"))
+            ((not current))             ; Headers before the first hunk.
+            ((string-prefix-p "\\" line)
+             ;; "\ No newline at end of file": the line before has none.
+             (dolist (slot (pcase last-kind (" " '(1 2)) ("-" '(1)) ("+" '(2))))
+               (let ((last (car (nth slot current))))
+                 (when (and last (string-suffix-p "\n" last))
+                   (setf (car (nth slot current)) (substring last 0 -1))))))
+            ((string-match "\\`\\([ +-]\\)" line)
+             (let ((kind (match-string 1 line))
+                   (text (substring line 1)))
+               (setq last-kind kind)
+               (when (member kind '(" " "-")) (push text (nth 1 current)))
+               (when (member kind '(" " "+")) (push text (nth 2 current)))))
+            ((member line '("\n" ""))
+             ;; An empty context line whose space an editor removed.
+             (setq last-kind " ")
+             (push "\n" (nth 1 current))
+             (push "\n" (nth 2 current)))
+            (t (error "Cannot read the diff at line: %s" (string-trim-right line)))))
+    (when current (push current hunks))
+    (unless hunks
+      (error "The diff has no hunks (lines starting with @@)"))
+    (mapcar (lambda (h) (list (car h) (reverse (nth 1 h)) (reverse (nth 2 h))))
+            (nreverse hunks))))
+
+(defun lispm-tools--sublist-at-p (lines start block)
+  "Return non-nil if BLOCK occurs in the vector LINES at START."
+  (and (<= (+ start (length block)) (length lines))
+       (cl-loop for line in block for i from start
+                always (equal line (aref lines i)))))
+
+(defun lispm-tools-apply-diff (text diff)
+  "Return TEXT changed by DIFF, a unified diff; signal if it does not apply.
+Each hunk must match exactly (no fuzz) but may have moved: the
+nearest match to where it says it is, after the previous hunk, wins."
+  (let* ((lines (vconcat (lispm-tools--lines text)))
+         (result nil)
+         (pos 0)
+         (n 0))
+    (dolist (hunk (lispm-tools--parse-hunks diff))
+      (cl-incf n)
+      (pcase-let* ((`(,start ,old ,new) hunk)
+                   (want (max pos (if (null old) start (1- start))))
+                   (at (if (null old)
+                           (min want (length lines))
+                         (cl-loop for d from 0 to (length lines)
+                                  for before = (- want d)
+                                  for after = (+ want d)
+                                  when (and (>= after pos)
+                                            (lispm-tools--sublist-at-p lines after old))
+                                  return after
+                                  when (and (>= before pos) (/= d 0)
+                                            (lispm-tools--sublist-at-p lines before old))
+                                  return before))))
+        (unless at
+          (error "Hunk %d of the diff does not apply: its lines (starting %S) \
+are not in the file" n (string-trim-right (or (car old) ""))))
+        (setq result (append (reverse new)
+                             (reverse (append (cl-subseq lines pos at) nil))
+                             result))
+        (setq pos (+ at (length old)))))
+    (apply #'concat (append (nreverse result) (cl-subseq lines pos) nil))))
+
+;;; Reading tools
+
+(lispm-define-tool read-file (agent (path file "File path, relative to the folder."))
+  "Return the text of the file at PATH.
+If Emacs visits the file, its buffer's text is returned, unsaved
+changes included."
+  :kind 'read
+  (cond ((file-directory-p path)
+         (error "%s is a directory; list_files lists it" (lispm-tools--relative agent path)))
+        (t
+         (let ((text (or (lispm-tools--file-text path)
+                         (error "No such file: %s" (lispm-tools--relative agent path)))))
+           (if (> (length text) lispm-tools-read-limit)
+               (concat (substring text 0 lispm-tools-read-limit)
+                       (format "\n[truncated: %d of %d characters shown]"
+                               lispm-tools-read-limit (length text)))
+             text)))))
+
+(defun lispm-tools--list (agent directory regexp limit)
+  "Return the files under DIRECTORY matching REGEXP, relative to AGENT's folder.
+Skip `.git' and do not follow symbolic links to directories.  Stop
+after LIMIT files; the last element is then the symbol `more'."
+  (let ((queue (list directory)) files (count 0))
+    (catch 'full
+      (while queue
+        (let ((dir (pop queue)))
+          (dolist (name (condition-case nil
+                            (directory-files dir nil directory-files-no-dot-files-regexp)
+                          (file-error nil)))
+            (let ((file (expand-file-name name dir)))
+              (cond ((member name '(".git" ".hg" ".svn")))
+                    ((and (file-directory-p file) (not (file-symlink-p file)))
+                     (setq queue (append queue (list file))))
+                    ((or (null regexp) (string-match-p regexp name))
+                     (when (>= count limit)
+                       (push 'more files)
+                       (throw 'full nil))
+                     (cl-incf count)
+                     (push (lispm-tools--relative agent file) files))))))))
+    (let ((more (eq (car files) 'more)))
+      (append (sort (delq 'more files) #'string<) (and more '(more))))))
+
+(lispm-define-tool list-files (agent &optional
+                                     (path file "Directory to list, relative to the folder; default the folder.")
+                                     (pattern string "Glob the file names must match, such as *.el."))
+  "List the files under a directory of the folder, recursively.
+Names are relative to the folder; `.git' is skipped, and at most
+`lispm-tools-list-limit' names are listed."
+  :kind 'read
+  (let* ((dir (or path (lispm-tools--folder agent)))
+         (files (progn
+                  (unless (file-directory-p dir)
+                    (error "Not a directory: %s" (lispm-tools--relative agent dir)))
+                  (lispm-tools--list agent dir
+                                     (and pattern (wildcard-to-regexp pattern))
+                                     lispm-tools-list-limit))))
+    (cond ((null files) "No files.")
+          ((eq (car (last files)) 'more)
+           (concat (mapconcat #'identity (butlast files) "\n")
+                   (format "\n[more files: only the first %d are listed]"
+                           lispm-tools-list-limit)))
+          (t (mapconcat #'identity files "\n")))))
+
+(defun lispm-tools--grep-command (pattern relative)
+  "Return the grep command line for the regexp PATTERN in RELATIVE."
+  (if (executable-find "rg")
+      (list "rg" "--line-number" "--no-heading" "--with-filename" "--color=never"
+            "-e" pattern "--" relative)
+    (list "grep" "-r" "-n" "-I" "-E" "--exclude-dir=.git" "-e" pattern "--" relative)))
+
+(lispm-define-tool grep (agent (pattern string "Extended regular expression to look for.")
+                               &optional
+                               (path file "File or directory to search, relative to the folder; default the folder."))
+  "Search the folder's files for lines matching a regular expression.
+Each match reads FILE:LINE:TEXT, FILE relative to the folder.  Uses
+ripgrep if installed (Rust regexps), else grep -E; `.git' is skipped.
+The search runs without blocking Emacs, and stops after
+`lispm-tools-grep-timeout' seconds or `lispm-tools-grep-output-limit'
+characters."
+  :kind 'read
+  (let* ((folder (lispm-tools--folder agent))
+         (relative (if path (lispm-tools--relative agent path) ".")))
+    (lispm-tools-defer
+     (lambda (done)
+       (lispm-tools--spawn
+        (lispm-tools--grep-command pattern relative) folder done
+        :limit lispm-tools-grep-output-limit
+        :timeout lispm-tools-grep-timeout
+        :finish
+        (lambda (output status truncated)
+          (let ((matches (replace-regexp-in-string "^\\./" "" output)))
+            (pcase status
+              ('nil (list :ok nil :error (format "grep took longer than %s seconds"
+                                                 lispm-tools-grep-timeout)))
+              (0 (list :ok t :text (concat matches
+                                           (and truncated "\n[output truncated]"))))
+              (1 (list :ok t :text "No matches."))
+              (_ (list :ok nil :error (string-trim output)))))))))))
+
+;;; Editing tools
+
+(defun lispm-tools--edit-proposal (agent file old new diff)
+  "Return FILE's text after the edit OLD -> NEW, or after DIFF.
+AGENT is the agent asking.  Signal a clear error if the edit is
+malformed or does not apply."
+  (let ((text (lispm-tools--file-text file))
+        (relative (lispm-tools--relative agent file)))
+    (unless text
+      (error "No such file: %s (write_file creates files)" relative))
+    (cond ((and diff (or old new))
+           (error "The edit_file tool takes either `old' and `new', or `diff', not both"))
+          (diff (condition-case err
+                    (lispm-tools-apply-diff text diff)
+                  (error (error "%s: %s" relative (error-message-string err)))))
+          ((not (and old new))
+           (error "The edit_file tool needs `old' and `new' (the text to replace and \
+its replacement), or `diff'"))
+          ((string-empty-p old)
+           (error "`old' is empty; give the exact text to replace"))
+          (t
+           (let ((count 0) (start 0) found)
+             (while (setq found (string-search old text start))
+               (cl-incf count)
+               (setq start (1+ found)))
+             (pcase count
+               (0 (error "`old' is not in %s; it must match the file's text exactly, \
+whitespace included" relative))
+               (1 (let ((at (string-search old text)))
+                    (concat (substring text 0 at) new (substring text (+ at (length old))))))
+               (_ (error "`old' occurs %d times in %s; include more of the \
+surrounding text so that it occurs once" count relative))))))))
+
+(lispm-define-tool edit-file (agent (path file "File path, relative to the folder.")
+                                    &optional
+                                    (old string "Exact text to replace; it must occur once.")
+                                    (new string "The text that replaces `old'.")
+                                    (diff string "A unified diff of the file, instead of old and new."))
+  "Change a file: replace the text OLD, which must occur once, by NEW.
+Or apply DIFF, a unified diff.  The change goes through the file's
+buffer in Emacs as one undo step (unsaved changes there are kept),
+and the buffer is saved."
+  :kind 'edit
+  :target (let ((before (lispm-tools--file-text path)))
+            (list :diff (lispm-tools-diff
+                         (or before "")
+                         (lispm-tools--edit-proposal agent path old new diff)
+                         (lispm-tools--relative agent path))))
+  (lispm-tools--write-through-buffer
+   agent path (lispm-tools--edit-proposal agent path old new diff)))
+
+(lispm-define-tool write-file (agent (path file "File path, relative to the folder.")
+                                     (content string "The file's whole new text."))
+  "Write CONTENT as the whole text of the file at PATH, creating it if needed.
+Missing directories are created.  The change goes through the file's
+buffer in Emacs as one undo step, and the buffer is saved."
+  :kind 'edit
+  :target (list :diff (lispm-tools-diff (or (lispm-tools--file-text path) "")
+                                        content (lispm-tools--relative agent path)))
+  (when (file-directory-p path)
+    (error "%s is a directory" (lispm-tools--relative agent path)))
+  (lispm-tools--write-through-buffer agent path content))
+
+;;; Shell and Lisp
+
+(lispm-define-tool run-shell (agent (command string "Shell command line to run."))
+  "Run a shell command in the folder and return its output.
+Standard output and error come together, up to
+`lispm-tools-shell-output-limit' characters; the command gets no
+input, and is killed after `lispm-tools-shell-timeout' seconds.
+Emacs never waits for it."
+  :kind 'shell
+  :target (list :command command :directory (lispm-tools--folder agent))
+  (let ((folder (lispm-tools--folder agent)))
+    (lispm-tools-defer
+     (lambda (done)
+       (lispm-tools--spawn
+        (list shell-file-name shell-command-switch command) folder done
+        :limit lispm-tools-shell-output-limit
+        :timeout lispm-tools-shell-timeout
+        :finish
+        (lambda (output status truncated)
+          (let ((text (concat (if (string-empty-p output) "(no output)" output)
+                              (and truncated "\n[output truncated]"))))
+            (cond ((null status)
+                   (list :ok nil :error
+                         (format "The command took longer than %s seconds and was \
+killed.  Its output:\n%s" lispm-tools-shell-timeout text)))
+                  ((zerop status) (list :ok t :text text :exit 0))
+                  (t (list :ok t :exit status
+                           :text (format "%s\n[exit status %d]"
+                                         (string-trim-right text) status)))))))))))
+
+(defun lispm-tools--read-one (string)
+  "Return the one Lisp form in STRING; signal if there is not exactly one."
+  (let ((read (condition-case err
+                  (read-from-string string)
+                (error (lispm-tools--signal
+                        'lispm-tool-bad-args "Cannot read the form: %s"
+                        (error-message-string err))))))
+    (unless (string-blank-p
+             (with-temp-buffer
+               (emacs-lisp-mode)
+               (insert (substring string (cdr read)))
+               (goto-char (point-min))
+               (forward-comment (buffer-size))
+               (buffer-substring (point) (point-max))))
+      (lispm-tools--signal 'lispm-tool-bad-args
+                           "Give one form; text follows it: %s"
+                           (truncate-string-to-width
+                            (string-trim (substring string (cdr read))) 60 nil nil "...")))
+    (car read)))
+
+(lispm-define-tool eval-elisp ((form string "One Emacs Lisp form, as text."))
+  "Evaluate one Emacs Lisp form in LispM's Emacs and return its printed value.
+The form is evaluated with lexical binding; it may not ask the user
+anything (`inhibit-interaction' is t)."
+  :kind 'eval
+  :target (list :form (string-trim-right (pp-to-string (lispm-tools--read-one form))))
+  (let* ((sexp (lispm-tools--read-one form))
+         (value (let ((inhibit-interaction t))
+                  (eval sexp t)))
+         (printed (let ((print-length 200) (print-level 20))
+                    (prin1-to-string value))))
+    (if (> (length printed) lispm-tools-eval-print-limit)
+        (concat (substring printed 0 lispm-tools-eval-print-limit) "\n[truncated]")
+      printed)))
+
+;;; Searching tools
+
+(defun lispm-tools--words (string)
+  "Return the lower-case words of STRING."
+  (split-string (downcase (or string "")) "[^[:alnum:]]+" t))
+
+(defun lispm-tools-score (query name description)
+  "Return how well QUERY's words match NAME and DESCRIPTION, a number.
+A word that is a word of NAME counts 4, one inside NAME 2, one among
+DESCRIPTION's words 1, and 0 if it occurs nowhere."
+  (let ((name-words (lispm-tools--words name))
+        (doc-words (lispm-tools--words description))
+        (name (downcase name)))
+    (cl-loop for word in (lispm-tools--words query)
+             sum (+ (cond ((member word name-words) 4)
+                          ((string-search word name) 2)
+                          (t 0))
+                    (if (cl-some (lambda (w) (string-prefix-p word w)) doc-words) 1 0)))))
+
+(defun lispm-tools--short (description)
+  "Return DESCRIPTION's first sentence."
+  (let ((description (or description "")))
+    (if (string-match "\\`.*?[.!?]\\(?: \\|\\'\\)" description)
+        (string-trim (match-string 0 description))
+      description)))
+
+(defun lispm-tools-search (query &optional folder)
+  "Return the tools and skills QUERY's words match, best first.
+Each is a plist (:name :kind :description :type :score), ready for
+JSON: `:type' is \"tool\" or \"skill\", `:kind' the tool's kind as a
+string (nil for a skill), the description one sentence.  Skills
+include those of the project at FOLDER.  An empty QUERY matches all."
+  (let* ((all (null (lispm-tools--words query)))
+         (tools (cl-loop for tool in lispm-tools
+                         for score = (lispm-tools-score query (lispm-tool-name tool)
+                                                        (lispm-tool-description tool))
+                         when (or all (> score 0))
+                         collect (list :name (lispm-tool-name tool)
+                                       :kind (symbol-name (lispm-tool-kind tool))
+                                       :description (lispm-tools--short
+                                                     (lispm-tool-description tool))
+                                       :type "tool" :score score)))
+         (skills (and (fboundp 'lispm-skills-search)
+                      (lispm-skills-search query folder))))
+    (sort (append tools skills)
+          (lambda (a b)
+            (let ((sa (plist-get a :score)) (sb (plist-get b :score)))
+              (if (= sa sb)
+                  (string< (plist-get a :name) (plist-get b :name))
+                (> sa sb)))))))
+
+(lispm-define-tool search-tools (agent (query string "Words to look for in the names and descriptions."))
+  "Find tools and skills by words in their names and descriptions.
+A skill's instructions, and its tools, come from the skill tool."
+  :kind 'read
+  (let ((found (lispm-tools-search query (lispm-tools--folder agent))))
+    (if (null found)
+        (format "Nothing matches %S." query)
+      (mapconcat (lambda (hit)
+                   (format "%s (%s): %s" (plist-get hit :name)
+                           (if (equal (plist-get hit :type) "skill")
+                               "skill"
+                             (format "tool, %s" (plist-get hit :kind)))
+                           (plist-get hit :description)))
+                 found "\n"))))
+
+(provide 'lispm-tools)
+;;; lispm-tools.el ends here
