@@ -297,17 +297,31 @@ class Sidecar:
         self.mirror.update(params)
 
     async def ledger_entries(self, params: Params) -> Params:
-        """Return the ledger's newest entries, for the ledger view."""
+        """Return the ledger's newest entries, for the ledger view.
+
+        Messages, requests and replies, and the user's policy decisions (kind
+        `decision`), newest first.
+        """
         assert self._ledger is not None
         agent = _optional_str(params, "agent")
-        entries = await self._ledger.entries(_int(params, "limit", 500), agent)
+        limit = _int(params, "limit", 500)
+        entries = await self._ledger.entries(limit, agent)
         request_ids = {entry.request_id for entry in entries if entry.request_id}
         states = await self._ledger.run(
             lambda store: {rid: str(store.request(rid).state) for rid in request_ids})
-        return {"entries": [
+        rows = [
             dict(entry.to_json(),
                  request_state=states.get(entry.request_id) if entry.request_id else None)
-            for entry in entries]}
+            for entry in entries]
+        for decision in await self._ledger.decisions(limit, agent):
+            reason = f" ({decision.reason})" if decision.reason else ""
+            rows.append({"id": f"D{decision.id}", "time": decision.decided_at,
+                         "kind": "decision", "sender": decision.agent, "recipient": None,
+                         "request_id": None, "state": decision.decision,
+                         "text": f"{decision.decision}: {decision.what}{reason}",
+                         "role": decision.role, "tool_kind": decision.kind})
+        rows.sort(key=lambda row: row["time"], reverse=True)
+        return {"entries": rows[:limit]}
 
     async def agent_stop(self, params: Params) -> Params:
         """Stop an agent's server and delete its files."""

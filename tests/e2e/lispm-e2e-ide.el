@@ -125,6 +125,13 @@ asyncio.run(main())"
                          (buffer-string))
                        (with-current-buffer notes (buffer-string))))
         (should-not (lispm-e2e-ide--diff-buffer))
+        ;; M-x lispm-send-region mentions the region's lines in Claude's composer.
+        (lispm-e2e-wait-activity claude 'idle 60)
+        (lispm-e2e-ide--select-lines notes 9 10)
+        (with-current-buffer notes (call-interactively #'lispm-send-region))
+        (lispm-e2e-wait (lambda () (string-search "@notes.el#L9-10"
+                                                  (lispm-term-text (lispm-agent-buffer claude))))
+                        30 "the mention in Claude's composer")
         ;; Closing the terminal removes the lock file.
         (let ((lock (expand-file-name (format "~/.claude/ide/%d.lock"
                                               (plist-get (lispm-agent-launch claude) :ide_port)))))

@@ -101,6 +101,16 @@ user has spoken to it."
                                                        :state)
                                             "picked_up"))
                           30 "the reply to be recorded as picked up"))
+        ;; The ledger view shows it, newest first, with live agent names.
+        (lispm-ledger)
+        (with-current-buffer lispm-ledger-buffer-name
+          (goto-char (point-min))
+          (should (re-search-forward "request +claude +codex +R[0-9]+ answered +picked_up" nil t))
+          (goto-char (point-min))
+          (should (re-search-forward "reply +codex +claude" nil t))
+          (should (eq (button-type (button-at (- (match-end 0) 1))) 'lispm-agent))
+          (lispm-ledger-filter "codex")
+          (should (string-search "codex" (buffer-string))))
         ;; The test typed only the two first prompts.
         (should (equal (length lispm-e2e-messaging--typed) 2))
         (lispm-e2e-wait-activity claude 'idle 30))

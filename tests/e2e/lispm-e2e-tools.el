@@ -74,7 +74,12 @@
                                             :decisions)
                                  nil)))
           (should (equal (mapcar (lambda (d) (plist-get d :decision)) decisions)
-                         '("deny" "allow")))))
+                         '("deny" "allow"))))
+        ;; ... and shown in the ledger view, with the reason.
+        (lispm-ledger)
+        (with-current-buffer lispm-ledger-buffer-name
+          (should (string-match-p "decision +codex +.*deny: edit_file notes.el (not now, thanks)"
+                                  (buffer-string)))))
     (lispm-e2e-cleanup)))
 
 (ert-deftest lispm-e2e-tools-claude-shell-denied ()

@@ -32,6 +32,10 @@ INSTALL_AND_USE = r"""
   (princ (format "doctor-buffer %s\n" (buffer-name (window-buffer))))
   (call-interactively #'lispm-apps)
   (princ (format "apps-buffer %s\n" (buffer-name (window-buffer))))
+  ;; Every app opens from the installed package.
+  (dolist (command '(lispm-doctor lispm-mycin lispm-blocks))
+    (call-interactively command)
+    (princ (format "app %s %s\n" command (buffer-name (window-buffer)))))
   (lispm-sidecar-stop))
 """
 
@@ -58,5 +62,7 @@ def test_package_installs_and_runs_in_a_clean_emacs(tmp_path: Path) -> None:
     assert 'ping (:from "package")' in output
     assert "doctor-buffer *LispM Doctor*" in output
     assert "apps-buffer *LispM Apps*" in output
+    for command in ("lispm-doctor", "lispm-mycin", "lispm-blocks"):
+        assert f"app {command} *LispM" in output, command
     warnings = [line for line in output.splitlines() if "Warning" in line]
     assert warnings == [], warnings
