@@ -119,15 +119,18 @@ AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
   "Return extra environment entries (\"VAR=value\") for an agent of a kind."
   nil)
 
+(cl-defgeneric lispm-agent-install-hint (kind)
+  "Return how to install the CLI of KIND, a phrase for an error message."
+  (format "install it with `npm install -g %s'" (lispm-agent-npm-package kind)))
+
 (defun lispm-agent--executable (kind)
   "Return the full path of KIND's CLI.
-Signal a `user-error' naming the npm package if it is not installed."
+Signal a `user-error' saying how to install it if it is not installed."
   (let ((program (lispm-agent-program kind)))
     (or (executable-find program)
-        (user-error "Cannot find `%s' for %s: install it with `npm install -g %s' \
-or set `lispm-%s-program'"
+        (user-error "Cannot find `%s' for %s: %s or set `lispm-%s-program'"
                     program (alist-get kind lispm-agent-kinds)
-                    (lispm-agent-npm-package kind) kind))))
+                    (lispm-agent-install-hint kind) kind))))
 
 ;;; Starting
 

@@ -26,6 +26,7 @@
 ;;   M-x lispm               the list of agents
 ;;   M-x lispm-claude        Claude Code at the current project's root
 ;;   M-x lispm-codex         Codex at the current project's root
+;;   M-x lispm-holon         a Holon agent, through its daemon
 ;;   M-x lispm-start-agent   ask which agent to start
 ;;   M-x lispm-ledger        who said what to whom
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
@@ -35,7 +36,7 @@
 ;;   lispm-sidecar.el   start/restart the sidecar, JSON-RPC both ways
 ;;   lispm-term.el      terminal backends: vterm, eat, term (with fixes)
 ;;   lispm-agents.el    the agent registry and its lifecycle
-;;   lispm-claude.el, lispm-codex.el   one adapter per CLI
+;;   lispm-claude.el, lispm-codex.el, lispm-holon.el   one adapter per CLI
 ;;   lispm-list.el      the agent list
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
@@ -56,6 +57,7 @@
 (require 'lispm-agents)
 (require 'lispm-claude)
 (require 'lispm-codex)
+(require 'lispm-holon)
 (require 'lispm-list)
 (require 'lispm-paste)
 (require 'lispm-ledger)

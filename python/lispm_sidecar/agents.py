@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import holon
 from .confine import Visibility, buffer_links
 from .delivery import DeliveryQueue, Handover
 from .editor import EditorMirror
 from .errors import AgentExists, InvalidParams, UnknownAgent
+from .holon import DaemonHandover, HolonDaemon
 from .ide_lock import claude_config_dir, remove_lock, write_lock
 from .ledger import Ledger, Message
 from .lisp_tools import LispTools
@@ -28,6 +30,7 @@ from .messaging import Messenger
 from .rpc import EmacsLink
 from .runtime import AgentFiles, new_token
 from .watchers import Inotify, Watcher, make_watcher
+from .watchers.holon import HolonWatcher
 
 if TYPE_CHECKING:
     from .ide import IdeServer
@@ -57,9 +60,14 @@ class Agent:
     ide_lock_dir: Path | None = None
     connected: bool = False
 
+    holon_http_addr: str | None = None
+    holon_home: str | None = None
+
     def describe(self) -> dict[str, Any]:
         """Return what Emacs needs to launch this agent's CLI."""
         return {
+            "holon_http_addr": self.holon_http_addr,
+            "holon_home": self.holon_home,
             "name": self.name,
             "kind": self.kind,
             "folder": self.folder,
@@ -91,6 +99,7 @@ class Services:
     lisp_tools: LispTools
     on_connected: Callable[[Agent], None]
     on_activity: Callable[[Agent], None]
+    holon: HolonDaemon = field(default_factory=HolonDaemon)
 
 
 @dataclass
@@ -175,8 +184,11 @@ class Agents:
             if not restore:
                 files.remove()
             raise
+        handover = self.services.handover
+        if kind == "holon":
+            handover = DaemonHandover(self.services.holon, self._holon_accepted)
         queue = DeliveryQueue(
-            name, instance, self.services.ledger, self.services.handover,
+            name, instance, self.services.ledger, handover,
             lambda _queue: self.services.on_activity(agent) if agent else None,
             on_delivered=lambda message: seen.link(buffer_links(message.text)),
         )
@@ -194,10 +206,34 @@ class Agents:
                 if not restore:
                     files.remove()
                 raise
+        if kind == "holon":
+            await self._open_holon(agent)
         self.by_name[name] = agent
         queue.start()
         log.info("agent %s (%s) serves on port %d", name, kind, server.port)
         return agent
+
+    def _holon_accepted(self, name: str) -> None:
+        agent = self.by_name.get(name)
+        if agent is not None and isinstance(agent.watcher, HolonWatcher):
+            agent.watcher.accepted()
+
+    async def _open_holon(self, agent: Agent) -> None:
+        """Give Holon agent AGENT its registry entry and LispM's skill."""
+        daemon = self.services.holon
+        agent.holon_http_addr = daemon.base.removeprefix("http://")
+        agent.holon_home = str(daemon.home)
+        tool = holon.tool_command(self.root)
+        holon.register(self.root, agent.name, agent.url, agent.files.token_file, self.owner_pid)
+        holon.write_skill(daemon.agent_home(agent.name), agent.name, tool)
+        await daemon.refresh_skills()
+
+    async def _close_holon(self, agent: Agent) -> None:
+        """Take Holon agent AGENT's registry entry and skill away."""
+        daemon = self.services.holon
+        holon.unregister(self.root, agent.name, agent.files.token_file)
+        holon.remove_skill(daemon.agent_home(agent.name))
+        await daemon.refresh_skills()
 
     async def _start_ide(self, agent: Agent, port: int) -> None:
         """Serve Claude Code's IDE protocol for AGENT, and write its lock file."""
@@ -228,15 +264,27 @@ class Agents:
         agent = self.get(name, instance)
         if agent.watcher is not None:
             await agent.watcher.stop()
-        watcher = make_watcher(
-            agent.kind, self.services.inotify, home=self.services.home, pid=pid,
-            cwd=Path(agent.folder), session_id=session_id or agent.session_id,
-        )
+        watcher: Watcher | None
+        if agent.kind == "holon":
+            watcher = HolonWatcher(self.services.holon, agent.name,
+                                   on_reached=lambda: self._reached(agent))
+        else:
+            watcher = make_watcher(
+                agent.kind, self.services.inotify, home=self.services.home, pid=pid,
+                cwd=Path(agent.folder), session_id=session_id or agent.session_id,
+            )
         agent.watcher = watcher
         if watcher is not None:
             await watcher.start()
             agent.queue.attach(watcher)
         return agent
+
+    def _reached(self, agent: Agent) -> None:
+        """A daemon's agent is reachable: it counts as connected (its terminal
+        never calls the MCP server itself)."""
+        if not agent.connected and self.by_name.get(agent.name) is agent:
+            agent.connected = True
+            self.services.on_connected(agent)
 
     async def _shut(self, agent: Agent) -> None:
         await agent.queue.stop()
@@ -261,6 +309,8 @@ class Agents:
         agent = self.get(name, instance)
         del self.by_name[name]
         await self._shut(agent)
+        if agent.kind == "holon":
+            await self._close_holon(agent)
         self._remove_files(agent)
         await self.messenger.agent_left(name)
 
@@ -275,4 +325,7 @@ class Agents:
         await asyncio.gather(*(self._shut(agent) for agent in agents))
         if not keep_files:
             for agent in agents:
+                if agent.kind == "holon":
+                    await self._close_holon(agent)
                 self._remove_files(agent)
+        await self.services.holon.close()

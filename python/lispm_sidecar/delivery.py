@@ -138,7 +138,7 @@ class DeliveryQueue:
     async def _deliver_while_idle(self) -> None:
         while True:
             queued = await self._count()
-            if not queued or self.activity is not AgentActivity.IDLE:
+            if not queued or self._watcher is None or not self._watcher.accepts_delivery():
                 return
             await self._deliver(queued[0])
 

@@ -71,10 +71,13 @@ def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
 
 
 def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
-                projects: list[Path], timeout: float = 600) -> E2eRun:
-    """Run the ERT file ERT_FILE (under tests/e2e) against real CLIs, offline."""
+                projects: list[Path], timeout: float = 600, holon: bool = False,
+                clis: tuple[str, ...] = ("claude", "codex")) -> E2eRun:
+    """Run the ERT file ERT_FILE (under tests/e2e) against real CLIs, offline.
+
+    With HOLON, the Holon stand-in daemon runs too (see `inside.py`)."""
     require_namespaces()
-    for cli in ("claude", "codex"):
+    for cli in clis:
         require_cli(cli)
     script_file = work / "script.json"
     script_file.write_bytes(orjson.dumps(script))
@@ -86,6 +89,8 @@ def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
     ]
     for project in projects:
         command += ["--project", str(project)]
+    if holon:
+        command.append("--holon")
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout + 60, check=False,
                           env=dict(os.environ, PYTHONPATH=f"{ROOT / 'python'}:{ROOT}"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,6 +39,42 @@ def start_gateway(work: Path, script: Path | None) -> tuple[subprocess.Popen[byt
     return gateway, f"http://127.0.0.1:{port_file.read_text().strip()}"
 
 
+def start_holon(work: Path, env: dict[str, str], gateway: str) -> tuple[subprocess.Popen[bytes],
+                                                                         dict[str, str]]:
+    """Start the Holon stand-in daemon; return it and the variables that name it.
+
+    A `holon` script on PATH runs the stand-in (as the real `holon` would
+    run); the daemon's commands find `lispm-tool` where the sidecar writes
+    its launcher, `$LISPM_RUNTIME_DIR/bin`.
+    """
+    bin_dir = work / "holon-bin"
+    bin_dir.mkdir(exist_ok=True)
+    holon = bin_dir / "holon"
+    holon.write_text(f"#!/bin/sh\nexec {sys.executable} -m lispm_sidecar.testing.holon_standin "
+                     '"$@"\n')
+    holon.chmod(0o755)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    names = {"HOLON_HOME": str(work / "holon-home"), "HOLON_HTTP_ADDR": f"127.0.0.1:{port}"}
+    daemon_env = dict(env, **names, HOLON_OPENAI_BASE_URL=f"{gateway}/v1",
+                      OPENAI_API_KEY="lispm-e2e",
+                      PATH=f"{work / 'run' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}")
+    log = open(work / "holon.log", "wb")  # noqa: SIM115 - lives as long as the daemon
+    daemon = subprocess.Popen([str(holon), "serve"], stdout=log, stderr=log, env=daemon_env)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                output = (work / "holon.log").read_text()
+                raise SystemExit(f"holon did not start: {output}") from None
+            time.sleep(0.05)
+    return daemon, dict(names, PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", type=Path, required=True)
@@ -45,8 +82,10 @@ def main() -> int:
     parser.add_argument("--script", type=Path)
     parser.add_argument("--project", action="append", default=[], type=Path)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--holon", action="store_true", help="also run the Holon stand-in")
     args = parser.parse_args()
     gateway, url = start_gateway(args.work, args.script)
+    daemon: subprocess.Popen[bytes] | None = None
     try:
         env = seed_home(args.work / "home", url, args.project)
         npm_bin = os.environ.get("LISPM_NPM_BIN", str(ROOT / ".deps/npm/node_modules/.bin"))
@@ -57,6 +96,9 @@ def main() -> int:
             LISPM_RUNTIME_DIR=str(args.work / "run"),
             PYTHONPATH=str(ROOT / "python"),
         )
+        if args.holon:
+            daemon, holon_env = start_holon(args.work, env, url)
+            env.update(holon_env, LISPM_E2E_HOLON=holon_env["HOLON_HTTP_ADDR"])
         emacs = os.environ.get("EMACS", "emacs")
         command = [emacs, "--batch", "-Q", "-L", str(ROOT / "elisp"),
                    "-L", str(ROOT / "elisp" / "apps"), "-L", str(ROOT / "tests" / "e2e"),
@@ -68,11 +110,14 @@ def main() -> int:
             return 124
         return done.returncode
     finally:
-        gateway.send_signal(signal.SIGTERM)
-        try:
-            gateway.wait(10)
-        except subprocess.TimeoutExpired:
-            gateway.kill()
+        for process in (daemon, gateway):
+            if process is None:
+                continue
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 if __name__ == "__main__":

@@ -52,6 +52,11 @@ class Watcher(abc.ABC):
         if callback in self._subscribers:
             self._subscribers.remove(callback)
 
+    def accepts_delivery(self) -> bool:
+        """Whether a message may be handed over now: only while idle, unless
+        the agent's runtime takes messages safely at any time."""
+        return self.activity is AgentActivity.IDLE
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Start watching (returns at once; the state follows by events)."""
