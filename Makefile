@@ -9,17 +9,21 @@ PY := $(VENV)/bin/python
 NPM_DIR := $(CURDIR)/.deps/npm
 NPM_BIN := $(NPM_DIR)/node_modules/.bin
 NPM_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @emacs-eask/cli@0.12.9
+# Hermes gets a venv of its own: its pins differ from the sidecar's.
+HERMES_VENV := $(CURDIR)/.deps/hermes-venv
+HERMES_PACKAGE := hermes-agent[mcp,cli,pty]==0.19.0
 EL_FILES := $(wildcard elisp/*.el elisp/apps/*.el)
 
 export LISPM_SIDECAR_PYTHON := $(PY)
 export LISPM_NPM_BIN := $(NPM_BIN)
+export LISPM_HERMES_VENV := $(HERMES_VENV)
 export EMACS
 
-.PHONY: all install system-deps venv npm compile lint test test-fast demo bench package clean
+.PHONY: all install system-deps venv npm hermes compile lint test test-fast demo bench package clean
 
 all: test
 
-install: system-deps venv npm
+install: system-deps venv npm hermes
 
 system-deps:
 	@sh scripts/install-system-deps.sh
@@ -35,6 +39,12 @@ $(NPM_DIR)/.installed: Makefile
 	@mkdir -p $(NPM_DIR)
 	@[ -f $(NPM_DIR)/package.json ] || echo '{"name":"lispm-deps","private":true}' > $(NPM_DIR)/package.json
 	cd $(NPM_DIR) && npm install --no-save --no-audit --no-fund --loglevel=error $(NPM_PACKAGES)
+	@touch $@
+
+hermes: $(HERMES_VENV)/.installed
+$(HERMES_VENV)/.installed: Makefile
+	@[ -x $(HERMES_VENV)/bin/python ] || $(PYTHON_BOOT) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/pip install -q --disable-pip-version-check '$(HERMES_PACKAGE)'
 	@touch $@
 
 # Byte-compile every file with warnings as errors, then drop the .elc

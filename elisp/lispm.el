@@ -27,6 +27,7 @@
 ;;   M-x lispm-claude        Claude Code at the current project's root
 ;;   M-x lispm-codex         Codex at the current project's root
 ;;   M-x lispm-holon         a Holon agent, through its daemon
+;;   M-x lispm-hermes        Hermes Agent (once: M-x lispm-hermes-setup)
 ;;   M-x lispm-start-agent   ask which agent to start
 ;;   M-x lispm-ledger        who said what to whom
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
@@ -37,6 +38,7 @@
 ;;   lispm-term.el      terminal backends: vterm, eat, term (with fixes)
 ;;   lispm-agents.el    the agent registry and its lifecycle
 ;;   lispm-claude.el, lispm-codex.el, lispm-holon.el   one adapter per CLI
+;;   lispm-hermes.el    Hermes, with its MCP bridge and one-time setup
 ;;   lispm-list.el      the agent list
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
@@ -58,6 +60,7 @@
 (require 'lispm-claude)
 (require 'lispm-codex)
 (require 'lispm-holon)
+(require 'lispm-hermes)
 (require 'lispm-list)
 (require 'lispm-paste)
 (require 'lispm-ledger)

@@ -54,7 +54,8 @@ On time-out fail the test, saying WHAT was awaited and showing the terminals."
       (accept-process-output nil 0.05))))
 
 (defconst lispm-e2e-composer-marks
-  '((claude . "❯") (codex . "Ask Codex") (holon . "Type a prompt"))
+  '((claude . "❯") (codex . "Ask Codex") (holon . "Type a prompt")
+    (hermes . "Session:"))
   "Text each CLI shows once its composer is ready for input.")
 
 (defun lispm-e2e-wait-ready (agent)

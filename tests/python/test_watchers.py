@@ -28,6 +28,7 @@ from lispm_sidecar.watchers import (
     AgentActivity,
     ClaudeWatcher,
     CodexWatcher,
+    HermesWatcher,
     Inotify,
     Watcher,
     make_watcher,
@@ -973,7 +974,14 @@ async def test_make_watcher_homes(inotify: Inotify, tmp_path: Path,
     codex = make_watcher("codex", inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
     assert isinstance(claude, ClaudeWatcher) and claude.claude_home == tmp_path / "cc"
     assert isinstance(codex, CodexWatcher) and codex.codex_home == tmp_path / "cx"
-    assert make_watcher("hermes", inotify, home=tmp_path, pid=1, cwd=tmp_path,
+    hermes = make_watcher("hermes", inotify, home=tmp_path, pid=1, cwd=tmp_path,
+                          session_id=None)
+    assert isinstance(hermes, HermesWatcher) and hermes.hermes_home == tmp_path / ".hermes"
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hh"))
+    hermes = make_watcher("hermes", inotify, home=tmp_path, pid=1, cwd=tmp_path,
+                          session_id=None)
+    assert isinstance(hermes, HermesWatcher) and hermes.hermes_home == tmp_path / "hh"
+    assert make_watcher("openclaw", inotify, home=tmp_path, pid=1, cwd=tmp_path,
                         session_id=None) is None
     assert [a.value for a in AgentActivity] == ["unknown", "idle", "busy",
                                                 "waiting-for-approval"]

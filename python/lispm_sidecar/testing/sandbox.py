@@ -2,7 +2,7 @@
 
 The end-to-end tests and `make demo` run Claude Code and Codex with a
 fresh HOME that this module seeds: onboarding done, the project folders
-trusted, Codex pointed at the gateway as its model provider, and every
+trusted, Codex and Hermes pointed at the gateway as their model provider, and every
 update check, telemetry and plugin fetch turned off.  The environment it
 returns drops the caller's own model keys, so nothing reaches a real model.
 """
@@ -17,7 +17,7 @@ import orjson
 
 GATEWAY_KEY = "lispm-scripted-gateway"
 
-_DROPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "TMUX")
+_DROPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "TMUX", "HERMES_")
 
 
 def _toml_string(value: str) -> str:
@@ -58,6 +58,22 @@ def claude_state(projects: Iterable[Path]) -> bytes:
     )
 
 
+def hermes_config(gateway_url: str) -> str:
+    """Return a Hermes config.yaml with the gateway as its model (Chat Completions).
+
+    Hermes's first-run wizard is skipped by writing the model section directly;
+    LispM's bridge entry is added by `M-x lispm-hermes-setup`, as a user would."""
+    url = _toml_string(gateway_url + "/v1")  # a JSON string is a YAML string too
+    return (
+        "model:\n"
+        "  provider: custom\n"
+        "  default: fake-model\n"
+        f"  base_url: {url}\n"
+        f"  api_key: {GATEWAY_KEY}\n"
+        "  api_mode: chat_completions\n"
+    )
+
+
 def seed_home(
     home: Path, gateway_url: str, projects: Iterable[Path], base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -73,6 +89,9 @@ def seed_home(
     codex_home = home / ".codex"
     codex_home.mkdir(exist_ok=True)
     (codex_home / "config.toml").write_text(codex_config(gateway_url, trusted))
+    hermes_home = home / ".hermes"
+    hermes_home.mkdir(exist_ok=True)
+    (hermes_home / "config.yaml").write_text(hermes_config(gateway_url))
     env = {
         key: value
         for key, value in (base if base is not None else os.environ).items()

@@ -18,21 +18,25 @@ from pathlib import Path
 from .base import AgentActivity, Watcher
 from .claude import ClaudeWatcher, claude_home_for, project_dir_name
 from .codex import CodexWatcher, codex_home_for
+from .hermes import HermesWatcher, hermes_home_for
 from .inotify import Inotify
 
-__all__ = ["AgentActivity", "ClaudeWatcher", "CodexWatcher", "Inotify", "Watcher",
-           "claude_home_for", "codex_home_for", "make_watcher", "project_dir_name"]
+__all__ = ["AgentActivity", "ClaudeWatcher", "CodexWatcher", "HermesWatcher", "Inotify",
+           "Watcher", "claude_home_for", "codex_home_for", "hermes_home_for", "make_watcher",
+           "project_dir_name"]
 
 
 def make_watcher(kind: str, inotify: Inotify, *, home: Path, pid: int, cwd: Path,
                  session_id: str | None) -> Watcher | None:
-    """The watcher for an agent of KIND ("claude" or "codex"), or None for a
-    kind without one.  HOME is the user's home; `$CLAUDE_CONFIG_DIR` and
-    `$CODEX_HOME` in the sidecar's environment take precedence.  PID is the
+    """The watcher for an agent of KIND ("claude", "codex" or "hermes"), or
+    None for a kind without one.  HOME is the user's home; `$CLAUDE_CONFIG_DIR`,
+    `$CODEX_HOME` and `$HERMES_HOME` in the sidecar's environment take precedence.  PID is the
     terminal's process; SESSION_ID the `--session-id` Claude was started with."""
     environ = dict(os.environ)
     if kind == "claude":
         return ClaudeWatcher(inotify, claude_home_for(home, environ), pid, session_id, cwd)
     if kind == "codex":
         return CodexWatcher(inotify, codex_home_for(home, environ), pid, cwd)
+    if kind == "hermes":
+        return HermesWatcher(inotify, hermes_home_for(home, environ), pid, cwd)
     return None

@@ -1,0 +1,93 @@
+;;; lispm-e2e-hermes.el --- Hermes talks to Claude Code through LispM  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Run by tests/e2e/test_hermes.py inside a loopback-only network
+;; namespace, with the scripted gateway playing both models (the script
+;; is in that file).  Real Hermes (from `LISPM_HERMES_VENV') and real
+;; Claude Code.
+;;
+;; `lispm-hermes-setup' adds LispM's bridge to the seeded config.yaml;
+;; Hermes's model calls `ask_agent' to Claude through the bridge,
+;; Claude's model answers with `reply', and Hermes's next input is the
+;; reply.  When Hermes's terminal closes, its bridge process is gone.
+
+;;; Code:
+
+(require 'lispm-e2e)
+
+(defun lispm-e2e-hermes--program ()
+  "Return the pinned Hermes executable."
+  (expand-file-name "bin/hermes" (or (getenv "LISPM_HERMES_VENV")
+                                     (error "LISPM_HERMES_VENV is not set"))))
+
+(defun lispm-e2e-hermes--bridges (url)
+  "Return the pids of LispM bridge processes whose LISPM_MCP_URL is URL."
+  (cl-loop for pid in (list-system-processes)
+           for dir = (format "/proc/%d/" pid)
+           for cmdline = (ignore-errors
+                           (with-temp-buffer
+                             (insert-file-contents-literally (concat dir "cmdline"))
+                             (buffer-string)))
+           when (and cmdline (string-search "lispm_sidecar.bridge" cmdline)
+                     (ignore-errors
+                       (with-temp-buffer
+                         (insert-file-contents-literally (concat dir "environ"))
+                         (string-search (concat "LISPM_MCP_URL=" url "\0")
+                                        (buffer-string)))))
+           collect pid))
+
+(defun lispm-e2e-hermes--prompts ()
+  "Return the distinct prompts Hermes's model (Chat Completions) was sent."
+  (seq-uniq (mapcar (lambda (r) (plist-get r :prompt)) (lispm-e2e-main-requests "chat"))))
+
+(ert-deftest lispm-e2e-hermes-asks-claude ()
+  "Hermes asks Claude through the bridge; Claude's reply is Hermes's next input."
+  (lispm-e2e-begin)
+  (let ((lispm-hermes-program (lispm-e2e-hermes--program))
+        (lispm-hermes-config-file (lispm-e2e-dir "home" ".hermes" "config.yaml")))
+    (unwind-protect
+        (progn
+          ;; The one-time setup, as the user runs it.
+          (pcase-let ((`(,code . ,output) (lispm-hermes-setup-run)))
+            (should (equal (list code (string-search "added mcp_servers.lispm" output))
+                           (list 0 0))))
+          (let ((claude (lispm-agent-start 'claude (lispm-e2e-project "project")))
+                (hermes (lispm-agent-start 'hermes (lispm-e2e-project "project"))))
+            (should (equal (lispm-agent-name hermes) "hermes"))
+            (lispm-e2e-wait-ready claude)
+            (lispm-e2e-wait-ready hermes)
+            ;; Hermes's bridge reached its server: the agent is running.
+            (lispm-e2e-wait (lambda () (eq (lispm-agent-state hermes) 'running))
+                            60 "hermes to reach its MCP server")
+            (let ((url (plist-get (lispm-agent-launch hermes) :url)))
+              (should (lispm-e2e-hermes--bridges url))
+              ;; Claude's first prompt: it takes messages from now on.
+              (lispm-e2e-submit claude "Hello Claude.")
+              (lispm-e2e-wait-activity claude 'idle 60)
+              (lispm-e2e-submit hermes "Ask Claude what six times seven is.")
+              (let* ((text (lispm-e2e-wait
+                            (lambda () (car (lispm-e2e-tool-results "chat" "Ask Claude"
+                                                                    "ask_agent")))
+                            120 "Hermes's ask_agent result"))
+                     (id (progn (should (string-match "asked claude, request \\(R[0-9]+\\)"
+                                                      text))
+                                (match-string 1 text)))
+                     (reply (format "[Reply from claude to request %s]\nForty-two." id)))
+                (lispm-e2e-wait (lambda () (member reply (lispm-e2e-hermes--prompts)))
+                                180 "Hermes's model to be sent Claude's reply")
+                (lispm-e2e-wait-activity hermes 'idle 60)
+                (should (string-search "Claude says:"
+                                       (lispm-term-text (lispm-agent-buffer hermes)))))
+              ;; A second Hermes is hermes-2.
+              (let ((two (lispm-agent-start 'hermes (lispm-e2e-project "project"))))
+                (should (equal (lispm-agent-name two) "hermes-2"))
+                (lispm-agent-close two))
+              ;; Closing the terminal ends Hermes, and with it its bridge.
+              (lispm-agent-close hermes)
+              (lispm-e2e-wait (lambda () (null (lispm-e2e-hermes--bridges url)))
+                              30 "hermes's bridge to exit"))))
+      (lispm-e2e-cleanup))))
+
+(provide 'lispm-e2e-hermes)
+;;; lispm-e2e-hermes.el ends here
