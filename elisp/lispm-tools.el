@@ -746,14 +746,18 @@ Only for quick commands (diff): Emacs keeps serving timers and
 processes meanwhile.  Signal an error if it takes longer."
   (with-temp-buffer
     (let* ((buffer (current-buffer))
+           (done nil)
+           ;; Emacs runs the sentinel only once it has read all the output:
+           ;; a process that merely stopped being live may still have some.
            (process (make-process :name "lispm-tools-sync" :buffer buffer
                                   :command command :connection-type 'pipe
-                                  :noquery t :coding 'utf-8 :sentinel #'ignore))
+                                  :noquery t :coding 'utf-8
+                                  :sentinel (lambda (_process _event) (setq done t))))
            (deadline (+ (float-time) timeout)))
       (ignore-errors (process-send-eof process))
-      (while (and (process-live-p process) (< (float-time) deadline))
-        (accept-process-output nil 0.05))
-      (when (process-live-p process)
+      (while (and (not done) (< (float-time) deadline))
+        (accept-process-output process 0.05))
+      (unless done
         (lispm-tools--kill process)
         (error "%s took longer than %s seconds" (car command) timeout))
       (cons (process-exit-status process)
