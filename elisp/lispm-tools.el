@@ -740,29 +740,6 @@ AGENT is the agent asking.  Return a short report."
 
 ;;; Diffs
 
-(defun lispm-tools--run-sync (command timeout)
-  "Run COMMAND, a list, and return (STATUS . OUTPUT) within TIMEOUT seconds.
-Only for quick commands (diff): Emacs keeps serving timers and
-processes meanwhile.  Signal an error if it takes longer."
-  (with-temp-buffer
-    (let* ((buffer (current-buffer))
-           (done nil)
-           ;; Emacs runs the sentinel only once it has read all the output:
-           ;; a process that merely stopped being live may still have some.
-           (process (make-process :name "lispm-tools-sync" :buffer buffer
-                                  :command command :connection-type 'pipe
-                                  :noquery t :coding 'utf-8
-                                  :sentinel (lambda (_process _event) (setq done t))))
-           (deadline (+ (float-time) timeout)))
-      (ignore-errors (process-send-eof process))
-      (while (and (not done) (< (float-time) deadline))
-        (accept-process-output process 0.05))
-      (unless done
-        (lispm-tools--kill process)
-        (error "%s took longer than %s seconds" (car command) timeout))
-      (cons (process-exit-status process)
-            (with-current-buffer buffer (buffer-string))))))
-
 (defun lispm-tools-diff (old new label)
   "Return the unified diff from the text OLD to the text NEW.
 LABEL names the file in the headers: a/LABEL and b/LABEL.  Return
@@ -776,14 +753,17 @@ the empty string if they are equal."
                 (coding-system-for-write 'utf-8-unix))
             (write-region old nil a nil 'silent)
             (write-region new nil b nil 'silent)
-            (pcase-let ((`(,status . ,output)
-                         (lispm-tools--run-sync
-                          (list "diff" "-u" "--label" (concat "a/" label)
-                                "--label" (concat "b/" label) a b)
-                          5)))
-              (if (memq status '(0 1))
-                  output
-                (error "Diff failed: %s" output))))
+            ;; `diff' of two small local files takes milliseconds and
+            ;; cannot hang, so it runs synchronously: a process waited on
+            ;; from inside a JSON-RPC dispatcher may never see its sentinel.
+            (with-temp-buffer
+              (let* ((coding-system-for-read 'utf-8-unix)
+                     (status (call-process "diff" nil t nil "-u"
+                                           "--label" (concat "a/" label)
+                                           "--label" (concat "b/" label) a b)))
+                (if (memq status '(0 1))
+                    (buffer-string)
+                  (error "Diff failed: %s" (buffer-string))))))
         (delete-directory dir t)))))
 
 ;;; Applying unified diffs
