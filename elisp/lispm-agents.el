@@ -115,6 +115,10 @@
   "Return the command, a list of program and args, to start AGENT of KIND.
 AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
 
+(cl-defgeneric lispm-agent-start-options (_kind)
+  "Return a plist of parameters the sidecar needs to serve an agent of a kind."
+  nil)
+
 (cl-defgeneric lispm-agent-environment (_kind _agent)
   "Return extra environment entries (\"VAR=value\") for an agent of a kind."
   nil)
@@ -163,7 +167,7 @@ if KIND's CLI is not installed."
     (condition-case err
         (lispm-sidecar-async-request
          'lispm/agent-start
-         (lispm-agents--identity agent)
+         (append (lispm-agents--identity agent) (lispm-agent-start-options kind))
          :on-success (lambda (launch) (lispm-agents--launch agent launch display))
          :on-error (lambda (text) (lispm-agents--failed agent text)))
       (error (lispm-agents--failed agent (error-message-string err))))
@@ -341,10 +345,12 @@ waiting-for-approval) when its records tell one, else `running'."
     (when-let* ((port (lispm-agent-port agent)))
       (lispm-sidecar-async-request
        'lispm/agent-start
-       (lispm-agents--identity
-        agent :port port :restore t
-        :session_id (plist-get (lispm-agent-launch agent) :session_id)
-        :ide_port (plist-get (lispm-agent-launch agent) :ide_port))
+       (append
+        (lispm-agents--identity
+         agent :port port :restore t
+         :session_id (plist-get (lispm-agent-launch agent) :session_id)
+         :ide_port (plist-get (lispm-agent-launch agent) :ide_port))
+        (lispm-agent-start-options (lispm-agent-kind agent)))
        :on-success (lambda (_launch)
                      (when (lispm-agent-pid agent) (lispm-agents--attach agent t)))
        :on-error (lambda (text)

@@ -28,6 +28,7 @@
 ;;   M-x lispm-codex         Codex at the current project's root
 ;;   M-x lispm-holon         a Holon agent, through its daemon
 ;;   M-x lispm-hermes        Hermes Agent (once: M-x lispm-hermes-setup)
+;;   M-x lispm-openclaw      an OpenClaw session, through its Gateway
 ;;   M-x lispm-start-agent   ask which agent to start
 ;;   M-x lispm-ledger        who said what to whom
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
@@ -39,6 +40,7 @@
 ;;   lispm-agents.el    the agent registry and its lifecycle
 ;;   lispm-claude.el, lispm-codex.el, lispm-holon.el   one adapter per CLI
 ;;   lispm-hermes.el    Hermes, with its MCP bridge and one-time setup
+;;   lispm-openclaw.el  OpenClaw, a Gateway's session
 ;;   lispm-list.el      the agent list
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
@@ -61,6 +63,7 @@
 (require 'lispm-codex)
 (require 'lispm-holon)
 (require 'lispm-hermes)
+(require 'lispm-openclaw)
 (require 'lispm-list)
 (require 'lispm-paste)
 (require 'lispm-ledger)

@@ -3,34 +3,32 @@
 Emacs owns the agent registry (it creates agents and knows their state);
 the sidecar keeps what it needs to serve each agent: name, kind, folder,
 the HTTP server, the token's folder, the watcher of the CLI's own records
-and the queue of messages waiting for it.
+and the queue of messages waiting for it.  What differs by kind (Claude's
+IDE server, a daemon's or Gateway's way of taking messages) is the kind's
+adapter's business (`adapters/`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import holon
+from .adapters import KindAdapter, adapter_class
 from .confine import Visibility, buffer_links
 from .delivery import DeliveryQueue, Handover
 from .editor import EditorMirror
 from .errors import AgentExists, InvalidParams, UnknownAgent
-from .holon import DaemonHandover, HolonDaemon
-from .ide_lock import claude_config_dir, remove_lock, write_lock
 from .ledger import Ledger, Message
 from .lisp_tools import LispTools
 from .messaging import Messenger
 from .rpc import EmacsLink
 from .runtime import AgentFiles, new_token
-from .watchers import Inotify, Watcher, make_watcher
-from .watchers.holon import HolonWatcher
+from .watchers import Inotify, Watcher
 
 if TYPE_CHECKING:
     from .ide import IdeServer
@@ -52,37 +50,42 @@ class Agent:
     session_id: str
     files: AgentFiles
     server: HttpServer
-    queue: DeliveryQueue
     seen: Visibility
+    on_reached: Callable[[Agent], None]
+    queue: DeliveryQueue = field(init=False)
     watcher: Watcher | None = None
     ide: IdeServer | None = None
     ide_bridge: IdeBridge | None = None
     ide_lock_dir: Path | None = None
     connected: bool = False
-
-    holon_http_addr: str | None = None
-    holon_home: str | None = None
+    #: What the kind's adapter tells Emacs for the launch (`describe`).
+    launch: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """Return what Emacs needs to launch this agent's CLI."""
-        return {
-            "holon_http_addr": self.holon_http_addr,
-            "holon_home": self.holon_home,
-            "name": self.name,
-            "kind": self.kind,
-            "folder": self.folder,
-            "port": self.server.port,
-            "url": self.url,
-            "session_id": self.session_id,
-            "ide_port": self.ide.port if self.ide else None,
-            "token_file": str(self.files.token_file),
-            "claude_mcp_config": str(self.files.claude_mcp_config),
-        }
+        return dict(
+            self.launch,
+            name=self.name,
+            kind=self.kind,
+            folder=self.folder,
+            port=self.server.port,
+            url=self.url,
+            session_id=self.session_id,
+            ide_port=self.ide.port if self.ide else None,
+            token_file=str(self.files.token_file),
+            claude_mcp_config=str(self.files.claude_mcp_config),
+        )
 
     @property
     def url(self) -> str:
         """The MCP endpoint of this agent."""
         return f"http://127.0.0.1:{self.server.port}/mcp"
+
+    def reached(self) -> None:
+        """The agent's program is reachable where it lives (a daemon or a
+        Gateway): it counts as connected, as its terminal never calls the
+        MCP server itself."""
+        self.on_reached(self)
 
 
 @dataclass
@@ -99,7 +102,6 @@ class Services:
     lisp_tools: LispTools
     on_connected: Callable[[Agent], None]
     on_activity: Callable[[Agent], None]
-    holon: HolonDaemon = field(default_factory=HolonDaemon)
 
 
 @dataclass
@@ -111,9 +113,16 @@ class Agents:
     services: Services
     by_name: dict[str, Agent] = field(default_factory=dict)
     messenger: Messenger = field(init=False)
+    adapters: dict[str, KindAdapter] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.messenger = Messenger(self.services.ledger, lambda: self.by_name, self.wake)
+
+    def adapter(self, kind: str) -> KindAdapter:
+        """The adapter of KIND, made on first use."""
+        if kind not in self.adapters:
+            self.adapters[kind] = adapter_class(kind)(self)
+        return self.adapters[kind]
 
     def wake(self, name: str) -> None:
         """Tell agent NAME's queue that a message may be waiting."""
@@ -137,18 +146,20 @@ class Agents:
         port: int = 0,
         restore: bool = False,
         session_id: str | None = None,
-        ide_port: int = 0,
+        options: dict[str, Any] | None = None,
     ) -> Agent:
         """Start the MCP server of a new agent, or of one Emacs already had.
 
         With RESTORE, the agent keeps its token (read back from its folder),
         its PORT and its SESSION_ID, so a CLI that is already running keeps
-        working.
+        working.  OPTIONS are the kind's own parameters (Claude's
+        `ide_port`, OpenClaw's `openclaw`), for its adapter.
         """
         if name in self.by_name:
             raise AgentExists(f"an agent named {name} is already registered")
         if not Path(folder).is_absolute():
             raise InvalidParams(f"folder must be an absolute path: {folder!r}")
+        adapter = self.adapter(kind)
         files = AgentFiles(self.root, self.owner_pid, name, instance)
         if restore:
             if port <= 0:
@@ -184,71 +195,31 @@ class Agents:
             if not restore:
                 files.remove()
             raise
-        handover = self.services.handover
-        if kind == "holon":
-            handover = DaemonHandover(self.services.holon, self._holon_accepted)
-        queue = DeliveryQueue(
-            name, instance, self.services.ledger, handover,
-            lambda _queue: self.services.on_activity(agent) if agent else None,
-            on_delivered=lambda message: seen.link(buffer_links(message.text)),
-        )
         agent = Agent(
             name=name, kind=kind, folder=folder, instance=instance,
-            session_id=session_id or str(uuid.uuid4()), files=files, server=server, queue=queue,
-            seen=seen,
+            session_id=session_id or str(uuid.uuid4()), files=files, server=server,
+            seen=seen, on_reached=self._reached,
         )
         files.write_claude_config(agent.url, token)
-        if kind == "claude":
-            try:
-                await self._start_ide(agent, ide_port if restore else 0)
-            except Exception:
-                await self._shut(agent)
-                if not restore:
-                    files.remove()
-                raise
-        if kind == "holon":
-            await self._open_holon(agent)
+        try:
+            await adapter.open(agent, options or {}, restore)
+        except Exception:
+            await adapter.shut(agent)
+            await server.stop()
+            if not restore:
+                await adapter.close(agent)
+                files.remove()
+            raise
+        agent.queue = DeliveryQueue(
+            name, instance, self.services.ledger, adapter.handover(agent),
+            lambda _queue: self.services.on_activity(agent) if agent else None,
+            on_delivered=lambda message: seen.link(buffer_links(message.text)),
+            renderer=adapter.renderer(agent),
+        )
         self.by_name[name] = agent
-        queue.start()
+        agent.queue.start()
         log.info("agent %s (%s) serves on port %d", name, kind, server.port)
         return agent
-
-    def _holon_accepted(self, name: str) -> None:
-        agent = self.by_name.get(name)
-        if agent is not None and isinstance(agent.watcher, HolonWatcher):
-            agent.watcher.accepted()
-
-    async def _open_holon(self, agent: Agent) -> None:
-        """Give Holon agent AGENT its registry entry and LispM's skill."""
-        daemon = self.services.holon
-        agent.holon_http_addr = daemon.base.removeprefix("http://")
-        agent.holon_home = str(daemon.home)
-        tool = holon.tool_command(self.root)
-        holon.register(self.root, agent.name, agent.url, agent.files.token_file, self.owner_pid)
-        holon.write_skill(daemon.agent_home(agent.name), agent.name, tool)
-        await daemon.refresh_skills()
-
-    async def _close_holon(self, agent: Agent) -> None:
-        """Take Holon agent AGENT's registry entry and skill away."""
-        daemon = self.services.holon
-        holon.unregister(self.root, agent.name, agent.files.token_file)
-        holon.remove_skill(daemon.agent_home(agent.name))
-        await daemon.refresh_skills()
-
-    async def _start_ide(self, agent: Agent, port: int) -> None:
-        """Serve Claude Code's IDE protocol for AGENT, and write its lock file."""
-        from .ide import IdeServer
-        from .ide_bridge import IdeBridge
-
-        token = agent.files.read_token(ide=True)
-        bridge = IdeBridge(agent.name, agent.seen, self.services.mirror, self.services.link)
-        server = IdeServer(agent.name, Path(agent.seen.folder), token, bridge,
-                           ide_name=f"LispM ({agent.name})")
-        await server.start(port)
-        agent.ide, agent.ide_bridge = server, bridge
-        agent.ide_lock_dir = claude_config_dir(self.services.home, os.environ)
-        write_lock(agent.ide_lock_dir, server.port, self.owner_pid, [agent.seen.folder],
-                   token, server.ide_name)
 
     async def _links_delivered_to(self, name: str) -> set[str]:
         """The buffers linked in messages already handed to agent NAME."""
@@ -264,15 +235,7 @@ class Agents:
         agent = self.get(name, instance)
         if agent.watcher is not None:
             await agent.watcher.stop()
-        watcher: Watcher | None
-        if agent.kind == "holon":
-            watcher = HolonWatcher(self.services.holon, agent.name,
-                                   on_reached=lambda: self._reached(agent))
-        else:
-            watcher = make_watcher(
-                agent.kind, self.services.inotify, home=self.services.home, pid=pid,
-                cwd=Path(agent.folder), session_id=session_id or agent.session_id,
-            )
+        watcher = self.adapter(agent.kind).watcher(agent, pid, session_id)
         agent.watcher = watcher
         if watcher is not None:
             await watcher.start()
@@ -280,8 +243,6 @@ class Agents:
         return agent
 
     def _reached(self, agent: Agent) -> None:
-        """A daemon's agent is reachable: it counts as connected (its terminal
-        never calls the MCP server itself)."""
         if not agent.connected and self.by_name.get(agent.name) is agent:
             agent.connected = True
             self.services.on_connected(agent)
@@ -290,14 +251,15 @@ class Agents:
         await agent.queue.stop()
         if agent.watcher is not None:
             await agent.watcher.stop()
-        if agent.ide is not None:
-            await agent.ide.stop()
+        await self.adapter(agent.kind).shut(agent)
         await agent.server.stop()
 
-    def _remove_files(self, agent: Agent) -> None:
-        agent.files.remove()
-        if agent.ide is not None and agent.ide_lock_dir is not None:
-            remove_lock(agent.ide_lock_dir, agent.ide.port)
+    async def _close(self, agent: Agent) -> None:
+        """AGENT is gone for good: undo its adapter's work, delete its files."""
+        try:
+            await self.adapter(agent.kind).close(agent)
+        finally:
+            agent.files.remove()
 
     async def stop(self, name: str, instance: int | None = None) -> None:
         """Stop agent NAME: its server, watcher and queue; delete its files.
@@ -309,9 +271,7 @@ class Agents:
         agent = self.get(name, instance)
         del self.by_name[name]
         await self._shut(agent)
-        if agent.kind == "holon":
-            await self._close_holon(agent)
-        self._remove_files(agent)
+        await self._close(agent)
         await self.messenger.agent_left(name)
 
     async def stop_all(self, keep_files: bool) -> None:
@@ -325,7 +285,6 @@ class Agents:
         await asyncio.gather(*(self._shut(agent) for agent in agents))
         if not keep_files:
             for agent in agents:
-                if agent.kind == "holon":
-                    await self._close_holon(agent)
-                self._remove_files(agent)
-        await self.services.holon.close()
+                await self._close(agent)
+        for adapter in self.adapters.values():
+            await adapter.stop()

@@ -222,7 +222,7 @@ class Sidecar:
             port=_int(params, "port", 0),
             restore=params.get("restore") is True,
             session_id=_optional_str(params, "session_id"),
-            ide_port=_int(params, "ide_port", 0) if params.get("ide_port") else 0,
+            options=params,
         )
         return agent.describe()
 

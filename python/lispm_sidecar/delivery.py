@@ -8,7 +8,8 @@ show the message was picked up (a new prompt), or 30 s, before the next.
 
 How a message is handed over is the `Handover`'s business: into the CLI's
 composer through Emacs (`ComposerHandover`), or, for agents that live in a
-daemon, to the daemon directly.  Everything here is driven by events —
+daemon, to the daemon directly (Holon's `DaemonHandover`, OpenClaw's
+`GatewayHandover`).  Everything here is driven by events —
 the watcher's callbacks and new messages — never by polling.
 """
 
@@ -31,13 +32,18 @@ log = logging.getLogger(__name__)
 PICKUP_TIMEOUT = 30.0
 
 
-def render(message: Message) -> str:
-    """Return MESSAGE as the receiving agent reads it, header first."""
+def render(message: Message, by_final_reply: bool = False) -> str:
+    """Return MESSAGE as the receiving agent reads it, header first.
+
+    A request says how to answer it: with the reply tool, or, BY_FINAL_REPLY
+    (an agent without LispM's tools), by simply answering."""
     if message.kind == "request":
+        how = ("your reply to this message is sent back as the answer"
+               if by_final_reply else
+               f"give it with your reply tool, request {message.request_id}")
         return (
             f"[Request {message.request_id} from {message.sender}]\n{message.text}\n\n"
-            f"({message.sender} waits for your answer: give it with your reply tool, "
-            f"request {message.request_id}.)"
+            f"({message.sender} waits for your answer: {how}.)"
         )
     if message.kind == "reply":
         return f"[Reply from {message.sender} to request {message.request_id}]\n{message.text}"
@@ -47,8 +53,8 @@ def render(message: Message) -> str:
 class Handover(Protocol):
     """A way of giving an agent a message."""
 
-    async def hand_over(self, name: str, instance: int, text: str) -> None:
-        """Give agent NAME (INSTANCE) TEXT, or raise `LispmError`."""
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
+        """Give agent NAME (INSTANCE) MESSAGE, rendered as TEXT, or raise `LispmError`."""
         ...
 
 
@@ -58,7 +64,7 @@ class ComposerHandover:
     def __init__(self, link: EmacsLink) -> None:
         self._link = link
 
-    async def hand_over(self, name: str, instance: int, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
         await self._link.request("emacs/paste", {"name": name, "instance": instance, "text": text})
 
 
@@ -73,6 +79,7 @@ class DeliveryQueue:
         handover: Handover,
         on_change: Callable[[DeliveryQueue], None],
         on_delivered: Callable[[Message], None] | None = None,
+        renderer: Callable[[Message], str] = render,
     ) -> None:
         self.name = name
         self.instance = instance
@@ -81,6 +88,7 @@ class DeliveryQueue:
         self._handover = handover
         self._on_change = on_change
         self._on_delivered = on_delivered
+        self._render = renderer
         self._watcher: Watcher | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -151,7 +159,8 @@ class DeliveryQueue:
         await self._ledger.mark_delivered(message.id)
         await self._count()
         try:
-            await self._handover.hand_over(self.name, self.instance, sanitize(render(message)))
+            await self._handover.hand_over(self.name, self.instance, message,
+                                           sanitize(self._render(message)))
         except LispmError as err:
             log.warning("cannot hand %s message %d: %s", self.name, message.id, err)
             await self._ledger.mark_failed(message.id, str(err))

@@ -28,7 +28,6 @@ import fcntl
 import logging
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,8 @@ from typing import Any
 import orjson
 
 from .errors import LispmError
-from .runtime import write_private
+from .ledger import Message
+from .runtime import python_launcher, write_private
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class DaemonHandover:
         self._daemon = daemon
         self._accepted = accepted
 
-    async def hand_over(self, name: str, instance: int, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
         await self._daemon.prompt(name, text)
         self._accepted(name)
 
@@ -192,23 +192,8 @@ def tool_command(root: Path) -> Path:
     daemon's commands may not have the venv on their PATH; this launcher,
     with absolute paths, works from any shell.
     """
-    bin_dir = root / "bin"
-    bin_dir.mkdir(mode=0o700, exist_ok=True)
-    script = bin_dir / "lispm-tool"
-    package_parent = Path(__file__).resolve().parent.parent
-    text = (f"#!/bin/sh\n# LispM's lispm-tool, written by the sidecar.\n"
-            f"PYTHONPATH={_sh_quote(str(package_parent))}${{PYTHONPATH:+:$PYTHONPATH}} "
-            f"exec {_sh_quote(sys.executable)} -m lispm_sidecar.lispm_tool \"$@\"\n")
-    if not script.exists() or script.read_text() != text:
-        temp = script.with_name(f"lispm-tool.{os.getpid()}.tmp")
-        temp.write_text(text)
-        os.chmod(temp, 0o700)
-        os.replace(temp, script)
-    return script
+    return python_launcher(root, "lispm-tool", "lispm_sidecar.lispm_tool")
 
-
-def _sh_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 SKILL_TEXT = """\

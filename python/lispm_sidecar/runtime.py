@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import orjson
@@ -44,6 +45,33 @@ def runtime_root() -> Path:
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(root, 0o700)
     return root
+
+
+def python_launcher(root: Path, name: str, module: str) -> Path:
+    """Write `<root>/bin/NAME`, a script that runs MODULE with this sidecar's
+    Python and package, from any environment; return its path.
+
+    Programs that start LispM's helpers (a daemon's shell, a Gateway's MCP
+    client) pass them an environment of their own, without our venv or
+    `PYTHONPATH` (OpenClaw refuses to pass `PYTHONPATH`): absolute paths
+    in a script work everywhere."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(mode=0o700, exist_ok=True)
+    script = bin_dir / name
+    package_parent = Path(__file__).resolve().parent.parent
+    text = (f"#!/bin/sh\n# LispM's {name}, written by the sidecar.\n"
+            f"PYTHONPATH={_sh_quote(str(package_parent))}${{PYTHONPATH:+:$PYTHONPATH}} "
+            f"exec {_sh_quote(sys.executable)} -m {module} \"$@\"\n")
+    if not script.exists() or script.read_text() != text:
+        temp = script.with_name(f"{name}.{os.getpid()}.tmp")
+        temp.write_text(text)
+        os.chmod(temp, 0o700)
+        os.replace(temp, script)
+    return script
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def new_token() -> str:

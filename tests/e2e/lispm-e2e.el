@@ -55,7 +55,7 @@ On time-out fail the test, saying WHAT was awaited and showing the terminals."
 
 (defconst lispm-e2e-composer-marks
   '((claude . "❯") (codex . "Ask Codex") (holon . "Type a prompt")
-    (hermes . "Session:"))
+    (hermes . "Session:") (openclaw . "connected"))
   "Text each CLI shows once its composer is ready for input.")
 
 (defun lispm-e2e-wait-ready (agent)

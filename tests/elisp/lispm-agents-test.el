@@ -122,5 +122,45 @@
                            "s3cret")))
         (delete-file file)))))
 
+(ert-deftest lispm-agents-test-openclaw-command-shows-its-session ()
+  (let* ((lispm-openclaw-program "sh")
+         (lispm-openclaw-node-directory "/opt/node24/bin/")
+         (agent (lispm-agent--make
+                 :name "openclaw-2" :kind 'openclaw :folder "/tmp/"
+                 :launch '(:openclaw_session "agent:main:lispm-openclaw-2"
+                           :openclaw_port 18789 :openclaw_token_file nil))))
+    ;; A Gateway with a token in OpenClaw's config: the TUI finds it there.
+    (should (equal (cdr (lispm-agent-command 'openclaw agent))
+                   '("tui" "--session" "agent:main:lispm-openclaw-2")))
+    (let ((environment (lispm-agent-environment 'openclaw agent)))
+      (should (string-prefix-p "PATH=/opt/node24/bin:" (car environment)))
+      (should (member "OPENCLAW_GATEWAY_PORT=18789" environment)))
+    ;; The sidecar tells where OpenClaw and its Node are.
+    (let ((options (plist-get (lispm-agent-start-options 'openclaw) :openclaw)))
+      (should (equal (plist-get options :program) (executable-find "sh")))
+      (should (string-prefix-p "/opt/node24/bin:" (plist-get options :path))))
+    ;; LispM's own Gateway token: read from its file by a launcher, never
+    ;; on a command line.
+    (setf (lispm-agent-launch agent)
+          (plist-put (lispm-agent-launch agent) :openclaw_token_file "/state/gw-token"))
+    (let ((command (lispm-agent-command 'openclaw agent))
+          (file (make-temp-file "lispm-token")))
+      (should (equal (seq-take command 2) '("/bin/sh" "-c")))
+      (should (equal (nth 3 command) "/state/gw-token"))
+      (unwind-protect
+          (progn
+            (with-temp-file file (insert "gw-s3cret\n"))
+            (should (equal (with-output-to-string
+                             (call-process "/bin/sh" nil standard-output nil "-c"
+                                           (nth 2 command) file "sh" "-c"
+                                           "printf %s \"$OPENCLAW_GATEWAY_TOKEN\""))
+                           "gw-s3cret")))
+        (delete-file file)))))
+
+(ert-deftest lispm-agents-test-all-five-kinds-can-start ()
+  (should (equal (sort (mapcar (lambda (kind) (symbol-name (car kind))) lispm-agent-kinds)
+                       #'string<)
+                 '("claude" "codex" "hermes" "holon" "openclaw"))))
+
 (provide 'lispm-agents-test)
 ;;; lispm-agents-test.el ends here

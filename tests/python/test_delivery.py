@@ -16,7 +16,7 @@ import pytest
 from lispm_sidecar import delivery
 from lispm_sidecar.delivery import DeliveryQueue, render
 from lispm_sidecar.errors import LispmError
-from lispm_sidecar.ledger import Ledger
+from lispm_sidecar.ledger import Ledger, Message
 from lispm_sidecar.watchers import AgentActivity, Watcher
 
 
@@ -48,7 +48,7 @@ class Recorder:
         self.fail_next = False
         self.given = asyncio.Event()
 
-    async def hand_over(self, name: str, instance: int, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
         if self.fail_next:
             self.fail_next = False
             raise LispmError("the terminal is gone")

