@@ -127,6 +127,15 @@ AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
   "Return how to install the CLI of KIND, a phrase for an error message."
   (format "install it with `npm install -g %s'" (lispm-agent-npm-package kind)))
 
+(defun lispm-agent-token-launcher (variable file command)
+  "Return COMMAND run with the environment VARIABLE set to FILE's first line.
+A shell reads the secret from FILE (mode 0600): it never stands on a
+command line, where any local user could read it."
+  (append (list "/bin/sh" "-c"
+                (format "read -r %1$s < \"$0\" && export %1$s && exec \"$@\"" variable)
+                file)
+          command))
+
 (defun lispm-agent--executable (kind)
   "Return the full path of KIND's CLI.
 Signal a `user-error' saying how to install it if it is not installed."

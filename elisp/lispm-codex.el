@@ -72,14 +72,11 @@
 (cl-defmethod lispm-agent-command ((kind (eql 'codex)) agent)
   "Return the command to start Codex as AGENT of KIND."
   (let ((launch (lispm-agent-launch agent)))
-    (append (list "/bin/sh" "-c"
-                  (format "read -r %1$s < \"$0\" && export %1$s && exec \"$@\""
-                          lispm-codex--token-variable)
-                  (plist-get launch :token_file)
-                  (lispm-agent--executable kind)
-                  "--no-daemon")
-            (lispm-codex--settings (plist-get launch :url))
-            lispm-codex-arguments)))
+    (lispm-agent-token-launcher
+     lispm-codex--token-variable (plist-get launch :token_file)
+     (append (list (lispm-agent--executable kind) "--no-daemon")
+             (lispm-codex--settings (plist-get launch :url))
+             lispm-codex-arguments))))
 
 ;;;###autoload
 (defun lispm-codex (&optional folder)

@@ -99,11 +99,7 @@ private file into the TUI's environment: it is never on a command line."
                             "--session" (plist-get launch :openclaw_session))
                       lispm-openclaw-arguments)))
     (if-let* ((token-file (plist-get launch :openclaw_token_file)))
-        (append (list "/bin/sh" "-c"
-                      (format "read -r %1$s < \"$0\" && export %1$s && exec \"$@\""
-                              lispm-openclaw--token-variable)
-                      token-file)
-                tui)
+        (lispm-agent-token-launcher lispm-openclaw--token-variable token-file tui)
       tui)))
 
 (cl-defmethod lispm-agent-environment ((_kind (eql 'openclaw)) agent)

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from .runtime import pid_alive
 from .watchers.base import proc_start_time
 
 log = logging.getLogger(__name__)
@@ -68,19 +69,6 @@ def lock_dir(config_dir: Path) -> Path:
 def lock_path(config_dir: Path, port: int) -> Path:
     """Return the lock file of the IDE server on PORT."""
     return lock_dir(config_dir) / f"{port}.lock"
-
-
-def pid_alive(pid: int) -> bool:
-    """Return True if a process PID exists (owned by anyone)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def lock_contents(

@@ -46,8 +46,8 @@ import orjson
 
 from .errors import InvalidParams, LispmError
 from .ledger import Message
-from .openclaw_gateway import DeviceIdentity, GatewayClient, GatewayError
-from .runtime import new_token, python_launcher, write_private
+from .openclaw_gateway import DeviceIdentity, GatewayClient, GatewayError, GatewayUnreachable
+from .runtime import new_token, pid_alive, python_launcher, write_private
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +243,11 @@ class OpenClaw:
         async with self._connecting:
             if install is not None:
                 self._install = install
-            if self._client is not None and self._client.connected:
-                return self._client
+            if self._client is not None:
+                if self._client.connected:
+                    return self._client
+                await self._client.close()
+                self._client = None
             if self._install is None:
                 raise GatewayError("no OpenClaw agent has started yet")
             return await self._connect(self._install)
@@ -258,10 +261,11 @@ class OpenClaw:
                                user_agent="lispm-sidecar")
         try:
             await client.connect()
-        except GatewayError as err:
-            if target.remote or "cannot reach" not in str(err):
+        except GatewayUnreachable:
+            if target.remote:
                 raise
-            await self._start_gateway(install, target, config)
+            if self._managed is None or self._managed.returncode is not None:
+                await self._start_gateway(install, target, config)
             client = await self._connect_started(target, identity)
         client.on_event(self._event)
         client.on_closed(self._lost)
@@ -302,6 +306,9 @@ class OpenClaw:
                 await client.connect()
                 return client
             except GatewayError as err:
+                starting = isinstance(err, GatewayUnreachable) or err.gateway_code == "UNAVAILABLE"
+                if not starting:
+                    raise
                 managed = self._managed
                 if managed is not None and managed.returncode is not None:
                     raise GatewayError(
@@ -431,7 +438,7 @@ class OpenClaw:
         config = current.get("config") if isinstance(current.get("config"), dict) else {}
         servers = ((config or {}).get("mcp") or {}).get("servers") or {}
         stale = [name for name in servers if (match := _SERVER_NAME.match(name))
-                 and not _alive(int(match.group(1)))]
+                 and not pid_alive(int(match.group(1)))]
         if stale:
             with contextlib.suppress(GatewayError):
                 await self._patch_config(client, {"mcp": {"servers": dict.fromkeys(stale)}},
@@ -451,16 +458,6 @@ class OpenClaw:
         client = await self.client()
         return await client.agent({"sessionKey": key, "message": text,
                                    "idempotencyKey": f"lispm-{uuid.uuid4()}"})
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 async def _stop_process_group(process: asyncio.subprocess.Process) -> None:

@@ -62,6 +62,10 @@ class GatewayError(LispmError):
         self.details = details or {}
 
 
+class GatewayUnreachable(GatewayError):
+    """Nothing listens at the Gateway's address."""
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
@@ -175,9 +179,13 @@ class GatewayClient:
             except TimeoutError as err:
                 await self.close()
                 raise GatewayError(f"no answer from the Gateway at {self.url}") from err
+            except (aiohttp.ClientConnectorError, ConnectionRefusedError) as err:
+                await self.close()
+                raise GatewayUnreachable(
+                    f"cannot reach the Gateway at {self.url}: {err}") from err
             except (aiohttp.ClientError, OSError) as err:
                 await self.close()
-                raise GatewayError(f"cannot reach the Gateway at {self.url}: {err}") from err
+                raise GatewayError(f"the Gateway at {self.url} failed: {err}") from err
 
     async def _connect_once(self) -> dict[str, Any]:
         self._session = aiohttp.ClientSession()

@@ -142,7 +142,10 @@ class AgentFiles:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Return True if a process PID exists (owned by anyone)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -161,7 +164,7 @@ def remove_orphans(root: Path) -> list[str]:
     for folder in agents.iterdir():
         owner_text, _, _ = folder.name.partition("-")
         owner = int(owner_text) if owner_text.isdigit() else 0
-        if owner <= 0 or not _alive(owner):
+        if owner <= 0 or not pid_alive(owner):
             with contextlib.suppress(OSError):
                 shutil.rmtree(folder)
                 removed.append(folder.name)

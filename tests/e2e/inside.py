@@ -42,6 +42,22 @@ def start_gateway(work: Path, script: Path | None) -> tuple[subprocess.Popen[byt
     return gateway, f"http://127.0.0.1:{port_file.read_text().strip()}"
 
 
+def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str,
+                  seconds: float) -> None:
+    """Wait until PROCESS listens on PORT; exit showing LOG if it dies or takes
+    longer than SECONDS."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = log.read_text(errors="replace")
+                raise SystemExit(f"{what} did not start: {output}") from None
+            time.sleep(0.05)
+
+
 def start_holon(work: Path, env: dict[str, str], gateway: str) -> tuple[subprocess.Popen[bytes],
                                                                          dict[str, str]]:
     """Start the Holon stand-in daemon; return it and the variables that name it.
@@ -65,16 +81,7 @@ def start_holon(work: Path, env: dict[str, str], gateway: str) -> tuple[subproce
                       PATH=f"{work / 'run' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}")
     log = open(work / "holon.log", "wb")  # noqa: SIM115 - lives as long as the daemon
     daemon = subprocess.Popen([str(holon), "serve"], stdout=log, stderr=log, env=daemon_env)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                output = (work / "holon.log").read_text()
-                raise SystemExit(f"holon did not start: {output}") from None
-            time.sleep(0.05)
+    wait_for_port(port, daemon, work / "holon.log", "holon", 30)
     return daemon, dict(names, PATH=f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}")
 
 
@@ -104,16 +111,7 @@ def start_remote_openclaw(work: Path, env: dict[str, str], gateway: str,
     daemon = subprocess.Popen([str(program), "gateway", "run"], stdout=log, stderr=log,
                               env=dict(env, OPENCLAW_STATE_DIR=str(state), **OPENCLAW_QUIET),
                               start_new_session=True)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                output = (work / "remote-openclaw.log").read_text(errors="replace")
-                raise SystemExit(f"the remote OpenClaw Gateway did not start: {output}") from None
-            time.sleep(0.1)
+    wait_for_port(port, daemon, work / "remote-openclaw.log", "the remote OpenClaw Gateway", 90)
     return daemon, {"LISPM_E2E_OPENCLAW_REMOTE": f"ws://127.0.0.1:{port}"}
 
 

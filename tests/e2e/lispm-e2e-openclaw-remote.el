@@ -31,25 +31,14 @@
         (lispm-e2e-submit claude "Hello Claude.")
         (lispm-e2e-wait-activity claude 'idle 60)
         (lispm-e2e-submit claude "Greet OpenClaw, then ask it for the capital of Italy.")
-        (let* ((text (lispm-e2e-wait
-                      (lambda () (car (lispm-e2e-tool-results "anthropic" "Greet OpenClaw"
-                                                              "ask_agent")))
-                      120 "Claude's ask_agent result"))
-               (id (progn (should (string-match "asked openclaw, request \\(R[0-9]+\\)" text))
-                          (match-string 1 text)))
-               (reply (format "[Reply from openclaw to request %s]\nRome, from far away." id)))
-          (lispm-e2e-wait (lambda () (cl-some (lambda (r) (equal (plist-get r :prompt) reply))
-                                              (lispm-e2e-main-requests "anthropic")))
-                          180 "Claude's model to be sent OpenClaw's final reply")
+        (let ((id (lispm-e2e-asked "anthropic" "Greet OpenClaw" "openclaw")))
+          (lispm-e2e-wait-prompt
+           "anthropic" (format "[Reply from openclaw to request %s]\nRome, from far away." id)
+           180)
           ;; The ledger holds the answer as openclaw's reply to the request.
-          (let ((entries (plist-get (lispm-sidecar-request 'lispm/ledger '(:limit 50))
-                                    :entries)))
-            (should (cl-some (lambda (e) (and (equal (plist-get e :kind) "reply")
-                                              (equal (plist-get e :sender) "openclaw")
-                                              (equal (plist-get e :request_id) id)
-                                              (equal (plist-get e :text)
-                                                     "Rome, from far away.")))
-                             entries)))))
+          (let ((reply (lispm-e2e-ledger-entry "reply" id)))
+            (should (equal (list (plist-get reply :sender) (plist-get reply :text))
+                           '("openclaw" "Rome, from far away."))))))
     (lispm-e2e-cleanup)))
 
 (provide 'lispm-e2e-openclaw-remote)

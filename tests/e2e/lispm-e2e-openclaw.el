@@ -55,18 +55,16 @@
         (lispm-e2e-submit openclaw "Take your time with the long job.")
         (lispm-e2e-wait-activity openclaw 'busy 60)
         (lispm-e2e-submit claude "Ask OpenClaw for the capital of France.")
-        (let* ((text (lispm-e2e-wait
-                      (lambda () (car (lispm-e2e-tool-results "anthropic" "Ask OpenClaw"
-                                                              "ask_agent")))
-                      120 "Claude's ask_agent result"))
-               (id (progn (should (string-match "asked openclaw, request \\(R[0-9]+\\)" text))
-                          (match-string 1 text)))
-               (reply (format "[Reply from openclaw to request %s]\nParis." id)))
-          ;; The request reached OpenClaw while its run was going...
+        (let ((id (lispm-e2e-asked "anthropic" "Ask OpenClaw" "openclaw")))
+          ;; The request reached the Gateway while OpenClaw's run was going:
+          ;; LispM handed it over, and the Gateway holds it.
+          (lispm-e2e-wait (lambda () (equal (plist-get (lispm-e2e-ledger-entry "request" id)
+                                                      :state)
+                                           "picked_up"))
+                          30 "the Gateway to accept the request")
           (should (eq (lispm-agent-activity openclaw) 'busy))
-          (lispm-e2e-wait (lambda () (cl-some (lambda (r) (equal (plist-get r :prompt) reply))
-                                              (lispm-e2e-main-requests "anthropic")))
-                          180 "Claude's model to be sent OpenClaw's reply")
+          (lispm-e2e-wait-prompt
+           "anthropic" (format "[Reply from openclaw to request %s]\nParis." id) 180)
           (lispm-e2e-wait-activity openclaw 'idle 60)
           (should (string-search "Finished the long job"
                                  (lispm-term-text (lispm-agent-buffer openclaw)))))

@@ -116,6 +116,27 @@ On time-out fail the test, saying WHAT was awaited and showing the terminals."
                            when (string-search tool (or (plist-get result :name) ""))
                            collect (plist-get result :text))))
 
+(defun lispm-e2e-asked (api prompt-part recipient)
+  "Wait for the `ask_agent' result the model of API saw after PROMPT-PART.
+Return the id of the request it made of RECIPIENT."
+  (let ((text (lispm-e2e-wait
+               (lambda () (car (lispm-e2e-tool-results api prompt-part "ask_agent")))
+               120 (format "the ask_agent result after %S" prompt-part))))
+    (should (string-match (format "asked %s, request \\(R[0-9]+\\)" recipient) text))
+    (match-string 1 text)))
+
+(defun lispm-e2e-wait-prompt (api prompt seconds)
+  "Wait up to SECONDS until the model of API is sent exactly PROMPT."
+  (lispm-e2e-wait (lambda () (cl-some (lambda (r) (equal (plist-get r :prompt) prompt))
+                                      (lispm-e2e-main-requests api)))
+                  seconds (format "the model of %s to be sent %S" api prompt)))
+
+(defun lispm-e2e-ledger-entry (kind request-id)
+  "Return the newest ledger entry of KIND (a string) about REQUEST-ID, or nil."
+  (cl-find-if (lambda (e) (and (equal (plist-get e :kind) kind)
+                               (equal (plist-get e :request_id) request-id)))
+              (plist-get (lispm-sidecar-request 'lispm/ledger '(:limit 100)) :entries)))
+
 (defun lispm-e2e-parse-agents (text)
   "Parse TEXT, a `list_agents' result, and return (YOU . AGENTS-PLISTS).
 Codex puts a header such as \"Wall time: ...\nOutput:\n\" before the
