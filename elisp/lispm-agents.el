@@ -119,6 +119,10 @@ AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
   "Return a plist of parameters the sidecar needs to serve an agent of a kind."
   nil)
 
+(cl-defgeneric lispm-agent-start-timeout (_kind)
+  "Return how many seconds the sidecar may take to get an agent of a kind ready."
+  30)
+
 (cl-defgeneric lispm-agent-environment (_kind _agent)
   "Return extra environment entries (\"VAR=value\") for an agent of a kind."
   nil)
@@ -177,6 +181,7 @@ if KIND's CLI is not installed."
         (lispm-sidecar-async-request
          'lispm/agent-start
          (append (lispm-agents--identity agent) (lispm-agent-start-options kind))
+         :timeout (lispm-agent-start-timeout kind)
          :on-success (lambda (launch) (lispm-agents--launch agent launch display))
          :on-error (lambda (text) (lispm-agents--failed agent text)))
       (error (lispm-agents--failed agent (error-message-string err))))
@@ -360,6 +365,7 @@ waiting-for-approval) when its records tell one, else `running'."
          :session_id (plist-get (lispm-agent-launch agent) :session_id)
          :ide_port (plist-get (lispm-agent-launch agent) :ide_port))
         (lispm-agent-start-options (lispm-agent-kind agent)))
+       :timeout (lispm-agent-start-timeout (lispm-agent-kind agent))
        :on-success (lambda (_launch)
                      (when (lispm-agent-pid agent) (lispm-agents--attach agent t)))
        :on-error (lambda (text)

@@ -90,6 +90,10 @@ openclaw', or run `make install' in LispM's folder,")
   (list :openclaw (list :program (lispm-agent--executable kind)
                         :path (lispm-openclaw--path))))
 
+(cl-defmethod lispm-agent-start-timeout ((_kind (eql 'openclaw)))
+  "Allow for starting a Gateway, which takes seconds (more on a busy machine)."
+  180)
+
 (cl-defmethod lispm-agent-command ((kind (eql 'openclaw)) agent)
   "Return the command to show AGENT, of KIND, in a terminal.
 When the Gateway runs with LispM's own token, a shell reads it from its

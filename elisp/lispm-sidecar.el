@@ -210,11 +210,12 @@ Never use this for anything that waits on a human."
   (jsonrpc-request (lispm-sidecar-connection) method params
                    :timeout (or timeout jsonrpc-default-request-timeout)))
 
-(cl-defun lispm-sidecar-async-request (method params &key on-success on-error)
+(cl-defun lispm-sidecar-async-request (method params &key on-success on-error
+                                             (timeout 30))
   "Ask the sidecar METHOD with PARAMS, and return at once.
 ON-SUCCESS is called with the result.  ON-ERROR is called with a
 message string when the sidecar answers with an error, dies or does
-not answer within 30 seconds."
+not answer within TIMEOUT seconds (30 by default)."
   (let ((fail (lambda (text) (if on-error (funcall on-error text)
                                (message "LispM: %s failed: %s" method text)))))
     (jsonrpc-async-request
@@ -222,7 +223,7 @@ not answer within 30 seconds."
      :success-fn (or on-success #'ignore)
      :error-fn (lambda (err) (funcall fail (plist-get err :message)))
      :timeout-fn (lambda () (funcall fail "the sidecar did not answer"))
-     :timeout 30)))
+     :timeout timeout)))
 
 (defun lispm-sidecar-notify (method params)
   "Send the sidecar the notification METHOD with PARAMS, if it is running."

@@ -112,11 +112,15 @@ class Agents:
     owner_pid: int
     services: Services
     by_name: dict[str, Agent] = field(default_factory=dict)
+    #: Names whose server is being started (or restored after a restart):
+    #: messages for them are taken, and wait in the ledger.
+    starting: set[str] = field(default_factory=set)
     messenger: Messenger = field(init=False)
     adapters: dict[str, KindAdapter] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.messenger = Messenger(self.services.ledger, lambda: self.by_name, self.wake)
+        self.messenger = Messenger(self.services.ledger,
+                                   lambda: [*self.by_name, *self.starting], self.wake)
 
     def adapter(self, kind: str) -> KindAdapter:
         """The adapter of KIND, made on first use."""
@@ -155,10 +159,19 @@ class Agents:
         working.  OPTIONS are the kind's own parameters (Claude's
         `ide_port`, OpenClaw's `openclaw`), for its adapter.
         """
-        if name in self.by_name:
+        if name in self.by_name or name in self.starting:
             raise AgentExists(f"an agent named {name} is already registered")
         if not Path(folder).is_absolute():
             raise InvalidParams(f"folder must be an absolute path: {folder!r}")
+        self.starting.add(name)
+        try:
+            return await self._start(name, kind, folder, instance, port, restore, session_id,
+                                     options or {})
+        finally:
+            self.starting.discard(name)
+
+    async def _start(self, name: str, kind: str, folder: str, instance: int, port: int,
+                     restore: bool, session_id: str | None, options: dict[str, Any]) -> Agent:
         adapter = self.adapter(kind)
         files = AgentFiles(self.root, self.owner_pid, name, instance)
         if restore:
@@ -202,7 +215,7 @@ class Agents:
         )
         files.write_claude_config(agent.url, token)
         try:
-            await adapter.open(agent, options or {}, restore)
+            await adapter.open(agent, options, restore)
         except Exception:
             await adapter.shut(agent)
             await server.stop()

@@ -215,7 +215,9 @@ class OpenClaw:
         self._target: Target | None = None
         self._client: GatewayClient | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
+        #: The Gateway this sidecar started, or adopted from a sidecar that died.
         self._managed: asyncio.subprocess.Process | None = None
+        self._managed_pid: int | None = None
         self._listeners: dict[str, list[SessionListener]] = {}
         self._reconnect: asyncio.Task[None] | None = None
         self._closing = False
@@ -261,6 +263,8 @@ class OpenClaw:
                                user_agent="lispm-sidecar")
         try:
             await client.connect()
+            if not target.remote and self._managed_pid is None:
+                await asyncio.to_thread(self._adopt, target)
         except GatewayUnreachable:
             if target.remote:
                 raise
@@ -294,8 +298,21 @@ class OpenClaw:
                 start_new_session=True)
         finally:
             log_file.close()
+        self._managed_pid = self._managed.pid
+        _record_gateway(self._pid_file(), self._managed.pid, target.port)
         log.info("openclaw: started a Gateway on port %s (pid %d, log %s)", target.port,
                  self._managed.pid, log_path)
+
+    def _pid_file(self) -> Path:
+        return state_dir(self._environ) / "openclaw-gateway.pid"
+
+    def _adopt(self, target: Target) -> None:
+        """Take over the Gateway a sidecar that died had started, to stop it in turn."""
+        pid = _orphaned_gateway(self._pid_file(), target.port)
+        if pid is not None:
+            self._managed_pid = pid
+            _record_gateway(self._pid_file(), pid, target.port)
+            log.info("openclaw: adopted the Gateway (pid %d) of a sidecar that died", pid)
 
     async def _connect_started(self, target: Target, identity: DeviceIdentity) -> GatewayClient:
         loop = asyncio.get_running_loop()
@@ -374,8 +391,11 @@ class OpenClaw:
             await self._client.close()
             self._client = None
         managed, self._managed = self._managed, None
-        if managed is not None and managed.returncode is None:
-            await _stop_process_group(managed)
+        pid, self._managed_pid = self._managed_pid, None
+        if pid is not None:
+            await _stop_process_group(pid, managed)
+            with contextlib.suppress(FileNotFoundError):
+                self._pid_file().unlink()
         self._closing = False
 
     # -------------------------------------------------------------- sessions
@@ -392,6 +412,7 @@ class OpenClaw:
             await self._patch_config(client, {"mcp": {"servers": {server: dict(
                 bridge, enabled=False)}}}, replace=[f"mcp.servers.{server}.args"])
             overrides = {"mcpServers": {server: True}}
+            await self._direct_tools(client)
         params: dict[str, Any] = {"key": key, "label": f"LispM {name}"}
         await client.request("sessions.create", params)
         # The overlay is replaced whole: a session LispM made before loses
@@ -411,8 +432,47 @@ class OpenClaw:
                                                         "toolOverrides": {}})
             await self._patch_config(client, {"mcp": {"servers": {server: None}}},
                                      replace=[f"mcp.servers.{server}.args"])
+            await self._restore_tool_search(client)
         except GatewayError as err:
             log.warning("openclaw: cannot remove %s: %s", server, err)
+
+    async def _config(self, client: GatewayClient) -> dict[str, Any]:
+        current = await client.request("config.get", {})
+        config = current.get("config")
+        return config if isinstance(config, dict) else {}
+
+    def _tool_search_marker(self) -> Path:
+        return state_dir(self._environ) / "openclaw-tool-search-off"
+
+    async def _direct_tools(self, client: GatewayClient) -> None:
+        """Make MCP tools direct tool schemas, not hidden behind Tool Search.
+
+        OpenClaw has no per-session or per-server switch for this, only
+        `tools.toolSearch`.  If the user left it unset, LispM sets it to
+        false while its sessions have servers there (and notes that it did);
+        a value the user chose is left alone."""
+        tools = (await self._config(client)).get("tools") or {}
+        setting = tools.get("toolSearch") if isinstance(tools, dict) else None
+        if setting is None:
+            await self._patch_config(client, {"tools": {"toolSearch": False}}, replace=[])
+            await asyncio.to_thread(write_private, self._tool_search_marker(), b"lispm\n")
+            log.info("openclaw: set tools.toolSearch to false while LispM's sessions are open")
+        elif setting is not False:
+            log.warning("openclaw: tools.toolSearch is on: LispM's tools are reached through "
+                        "OpenClaw's tool_call, not directly")
+
+    async def _restore_tool_search(self, client: GatewayClient) -> None:
+        """Unset `tools.toolSearch` again once no LispM server is left, if LispM set it."""
+        marker = self._tool_search_marker()
+        if not await asyncio.to_thread(marker.exists):
+            return
+        config = await self._config(client)
+        servers = (config.get("mcp") or {}).get("servers") or {}
+        if any(_SERVER_NAME.match(name) for name in servers):
+            return
+        if ((config.get("tools") or {}).get("toolSearch")) is False:
+            await self._patch_config(client, {"tools": {"toolSearch": None}}, replace=[])
+        await asyncio.to_thread(marker.unlink, missing_ok=True)
 
     async def _patch_config(self, client: GatewayClient, patch: dict[str, Any],
                             replace: list[str]) -> None:
@@ -422,7 +482,7 @@ class OpenClaw:
             try:
                 await client.request("config.patch", {
                     "raw": orjson.dumps(patch).decode(), "baseHash": current.get("hash"),
-                    "replacePaths": replace})
+                    **({"replacePaths": replace} if replace else {})})
                 return
             except GatewayError as err:
                 # Another writer changed the file between get and patch.
@@ -439,11 +499,12 @@ class OpenClaw:
         servers = ((config or {}).get("mcp") or {}).get("servers") or {}
         stale = [name for name in servers if (match := _SERVER_NAME.match(name))
                  and not pid_alive(int(match.group(1)))]
-        if stale:
-            with contextlib.suppress(GatewayError):
+        with contextlib.suppress(GatewayError):
+            if stale:
                 await self._patch_config(client, {"mcp": {"servers": dict.fromkeys(stale)}},
                                          replace=[f"mcp.servers.{s}.args" for s in stale])
                 log.info("openclaw: removed servers of closed Emacs sessions: %s", stale)
+            await self._restore_tool_search(client)
 
     async def describe_session(self, key: str) -> dict[str, Any]:
         """The Gateway's row of session KEY."""
@@ -460,16 +521,54 @@ class OpenClaw:
                                    "idempotencyKey": f"lispm-{uuid.uuid4()}"})
 
 
-async def _stop_process_group(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM, then SIGKILL: the Gateway drains work for minutes otherwise."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
+def _record_gateway(pid_file: Path, pid: int, port: int | None) -> None:
+    """Note that this sidecar owns the Gateway PID, listening on PORT."""
+    write_private(pid_file, f"{pid} {port} {os.getpid()}\n".encode())
+
+
+def _orphaned_gateway(pid_file: Path, port: int | None) -> int | None:
+    """The Gateway on PORT that a sidecar now dead started, or None."""
     try:
-        await asyncio.wait_for(process.wait(), 3)
+        gateway, gateway_port, owner = (int(n) for n in pid_file.read_text().split())
+        cmdline = Path(f"/proc/{gateway}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if gateway_port != port or pid_alive(owner) or b"openclaw" not in cmdline:
+        return None
+    return gateway
+
+
+async def _stop_process_group(pid: int, process: asyncio.subprocess.Process | None) -> None:
+    """SIGTERM, then SIGKILL after 3 s: a Gateway drains work for minutes otherwise.
+
+    PROCESS is PID's handle when this sidecar started it; an adopted one is
+    not its child, so it is watched by its pid."""
+    async def gone() -> None:
+        if process is not None:
+            await process.wait()
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        exited = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(pidfd, exited.set)
+        try:
+            await exited.wait()
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(gone(), 3)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
+            os.killpg(pid, signal.SIGKILL)
+        await asyncio.wait_for(gone(), 3)
+
 
 
 def bridge_entry(root: Path, url: str, token_file: Path) -> dict[str, Any]:

@@ -23,12 +23,24 @@
    (with-temp-buffer
      (insert-file-contents (lispm-e2e-dir "home" ".openclaw" "openclaw.json"))
      (buffer-string))
-   :object-type 'alist))
+   :object-type 'alist :false-object :false))
 
 (defun lispm-e2e-openclaw--servers ()
   "Return the names of the MCP servers in OpenClaw's config, as strings."
   (mapcar (lambda (entry) (symbol-name (car entry)))
           (alist-get 'servers (alist-get 'mcp (lispm-e2e-openclaw--config)))))
+
+(defun lispm-e2e-openclaw--tool-search ()
+  "Return `tools.toolSearch' in OpenClaw's config: nil if unset, :false if false."
+  (let ((tools (alist-get 'tools (lispm-e2e-openclaw--config))))
+    (alist-get 'toolSearch tools)))
+
+(defun lispm-e2e-openclaw--gateway-pid ()
+  "Return the pid of the Gateway LispM started, from its pid file."
+  (with-temp-buffer
+    (insert-file-contents (expand-file-name ".local/state/lispm/openclaw-gateway.pid"
+                                            (getenv "HOME")))
+    (string-to-number (buffer-string))))
 
 (ert-deftest lispm-e2e-openclaw-answers-claude-after-its-run ()
   "A request reaching a busy OpenClaw session waits for the run, then is answered."
@@ -47,6 +59,9 @@
         (let ((servers (lispm-e2e-openclaw--servers)))
           (should (= (length servers) 1))
           (should (string-match-p "\\`lispm_[0-9]+_openclaw\\'" (car servers))))
+        ;; Tool Search was at its default: LispM turned it off, so the tools
+        ;; reach the model directly.
+        (should (eq (lispm-e2e-openclaw--tool-search) :false))
         (lispm-e2e-wait-activity openclaw 'idle 60)
         ;; Claude's first prompt: it takes messages from now on.
         (lispm-e2e-submit claude "Hello Claude.")
@@ -68,10 +83,29 @@
           (lispm-e2e-wait-activity openclaw 'idle 60)
           (should (string-search "Finished the long job"
                                  (lispm-term-text (lispm-agent-buffer openclaw)))))
-        ;; Closing the terminal takes the server out of the Gateway's config.
-        (lispm-agent-close openclaw)
-        (lispm-e2e-wait (lambda () (null (lispm-e2e-openclaw--servers)))
-                        30 "openclaw's MCP server to leave the Gateway's config"))
+        ;; The sidecar dies.  The next one finds the Gateway still there,
+        ;; gives the session its server back, and messages go on.
+        (let ((old-pid (lispm-sidecar-pid))
+              (gateway (lispm-e2e-openclaw--gateway-pid)))
+          (should (process-attributes gateway))
+          (signal-process old-pid 'SIGKILL)
+          (lispm-e2e-wait (lambda () (and (lispm-sidecar-live-p)
+                                          (not (eql (lispm-sidecar-pid) old-pid))))
+                          20 "the sidecar to restart")
+          (lispm-e2e-submit claude "Tell OpenClaw we are back.")
+          (lispm-e2e-wait-prompt "chat" "[Message from claude]\nStill there after the restart?"
+                                 120)
+          ;; Closing the terminal takes the server out of the Gateway's
+          ;; config, and Tool Search back to its default.
+          (lispm-agent-close openclaw)
+          (lispm-e2e-wait (lambda () (and (null (lispm-e2e-openclaw--servers))
+                                          (null (lispm-e2e-openclaw--tool-search))))
+                          30 "the Gateway's config to be as it was")
+          ;; The new sidecar took the Gateway over: it stops it in turn.
+          (should (equal (lispm-e2e-openclaw--gateway-pid) gateway))
+          (lispm-e2e-cleanup)
+          (lispm-e2e-wait (lambda () (null (process-attributes gateway)))
+                          20 "the Gateway LispM started to stop")))
     (lispm-e2e-cleanup)))
 
 (provide 'lispm-e2e-openclaw)

@@ -19,6 +19,12 @@ def local_script() -> list[dict[str, Any]]:
     """The models' parts when OpenClaw's Gateway is local (first match wins)."""
     return [
         {"match": "[Reply from openclaw", "steps": [{"say": "OpenClaw says: {prompt}"}]},
+        {"match": "[Message from claude", "steps": [{"say": "Still here."}]},
+        {"match": "Tell OpenClaw", "steps": [
+            {"tool": "lispm.send_message",
+             "args": {"to": "openclaw", "text": "Still there after the restart?"}},
+            {"say": "Told openclaw."},
+        ]},
         # OpenClaw, asked by Claude: it answers with its reply tool.
         {"match": "What is the capital of France?", "steps": [
             {"tool": "lispm.reply", "args": {"request": "{request_id}", "text": "Paris."}},

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import signal
 import stat
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -407,3 +408,32 @@ async def test_the_watcher_follows_the_sessions_row(tmp_path: Path) -> None:
     assert watcher.activity is AgentActivity.IDLE
     await watcher.stop()
     assert reached == [True]
+
+
+# ------------------------------------------------------- the Gateway LispM started
+
+async def test_a_gateway_left_by_a_dead_sidecar_is_taken_over_and_stopped(
+        tmp_path: Path) -> None:
+    # A process whose command line says openclaw, as a Gateway's does.
+    gateway = await asyncio.create_subprocess_exec("openclaw-gateway", "60",
+                                                   executable="/bin/sleep",
+                                                   start_new_session=True)
+    dead = await asyncio.create_subprocess_exec("true")
+    await dead.wait()
+    pid_file = tmp_path / "openclaw-gateway.pid"
+    try:
+        pid_file.write_text(f"{gateway.pid} 18789 {dead.pid}\n")
+        assert openclaw._orphaned_gateway(pid_file, 18789) == gateway.pid
+        # Another port, a live owner, or a file that says nothing: not ours.
+        assert openclaw._orphaned_gateway(pid_file, 18790) is None
+        pid_file.write_text(f"{gateway.pid} 18789 {os.getpid()}\n")
+        assert openclaw._orphaned_gateway(pid_file, 18789) is None
+        pid_file.write_text("garbage")
+        assert openclaw._orphaned_gateway(pid_file, 18789) is None
+        # Stopped by its pid (it is not the adopter's child), at once.
+        await asyncio.wait_for(openclaw._stop_process_group(gateway.pid, None), 5)
+        assert await asyncio.wait_for(gateway.wait(), 5) == -signal.SIGTERM
+    finally:
+        if gateway.returncode is None:
+            gateway.kill()
+            await gateway.wait()

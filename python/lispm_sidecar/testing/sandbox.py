@@ -80,12 +80,12 @@ def openclaw_config(gateway_url: str, workspace: Path,
     """Return an openclaw.json with the gateway as its only model provider.
 
     Every background turn and outside call OpenClaw makes by default is off
-    (heartbeat, skill workshop, cron, model catalog, update check, mDNS),
-    and MCP tools are direct tool schemas, not behind Tool Search.  GATEWAY
-    is the `gateway` section; none means LispM starts a Gateway of its own."""
+    (heartbeat, skill workshop, cron, model catalog, update check, mDNS).
+    Tool Search is left at its default, as a user has it (LispM switches it
+    off while its sessions have tools there).  GATEWAY is the `gateway`
+    section; none means LispM starts a Gateway of its own."""
     config: dict[str, object] = {
         "update": {"checkOnStart": False},
-        "tools": {"toolSearch": False},
         "skills": {"workshop": {"autonomous": {"mode": "off"}}},
         "cron": {"enabled": False},
         "discovery": {"mdns": {"mode": "off"}},
