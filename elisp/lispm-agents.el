@@ -119,6 +119,12 @@ AGENT's launch facts from the sidecar are in `lispm-agent-launch'.")
   "Return a plist of parameters the sidecar needs to serve an agent of a kind."
   nil)
 
+(cl-defgeneric lispm-agent-dialog (_kind _buffer)
+  "Return a description of the dialog open in a CLI's terminal BUFFER, or nil.
+Only a dialog that a paste and Return would answer counts: while one is
+open, no message is pasted.  The default knows of none."
+  nil)
+
 (cl-defgeneric lispm-agent-start-timeout (_kind)
   "Return how many seconds the sidecar may take to get an agent of a kind ready."
   30)

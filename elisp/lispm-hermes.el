@@ -76,6 +76,20 @@ Nil means $HERMES_HOME/config.yaml, else ~/.hermes/config.yaml."
   "Return the command to start Hermes, of KIND."
   (cons (lispm-agent--executable kind) lispm-hermes-arguments))
 
+(defconst lispm-hermes--dialog-regexp
+  (rx (or "Approve Once" "type 1/2/3" "Type 1/2/3"))
+  "What Hermes's confirmation dialogs show (as for `/new' or a risky command).")
+
+(cl-defmethod lispm-agent-dialog ((_kind (eql 'hermes)) buffer)
+  "Describe the confirmation dialog open in Hermes's BUFFER, or return nil.
+Hermes's state database does not show a dialog the user opened (such as
+`/new' asking before it drops the conversation), and its Return picks
+the highlighted choice: so the screen's last lines are read."
+  (let* ((text (lispm-term-text buffer))
+         (tail (substring text (max 0 (- (length text) 3000)))))
+    (and (string-match-p lispm-hermes--dialog-regexp tail)
+         "a confirmation dialog")))
+
 (cl-defmethod lispm-agent-environment ((_kind (eql 'hermes)) agent)
   "Name AGENT's MCP server and token file for LispM's bridge."
   (let ((launch (lispm-agent-launch agent)))

@@ -23,6 +23,8 @@
 ;;
 ;; Emacs refuses text that still holds a control character: the
 ;; sidecar's sanitiser is the one that cleans, this is the last check.
+;; It answers "not now" while the CLI shows a dialog that the paste's
+;; Return would answer (`lispm-agent-dialog'); the sidecar tries again.
 
 ;;; Code:
 
@@ -33,6 +35,10 @@
   "Seconds between the paste and the Return that submits it.")
 
 (define-error 'lispm-paste-refused "LispM refuses to paste" 'lispm-error)
+(define-error 'lispm-paste-not-now "The agent shows a dialog; paste later" 'lispm-error)
+
+(defconst lispm-paste--not-now-code -32007
+  "The JSON-RPC error code that tells the sidecar to try again later.")
 
 (defun lispm-paste--clean-p (text)
   "Return non-nil if TEXT has no control character but newline and tab."
@@ -41,12 +47,15 @@
 (defun lispm-paste-submit (agent text)
   "Paste TEXT into AGENT's composer and press Return a moment later.
 Signal `lispm-paste-refused' if AGENT has no live terminal or TEXT holds
-a control character other than newline and tab."
+a control character other than newline and tab, and `lispm-paste-not-now'
+if the CLI shows a dialog that the Return would answer."
   (let ((buffer (lispm-agent-buffer agent)))
     (unless (lispm-term-live-p buffer)
       (signal 'lispm-paste-refused (list (lispm-agent-name agent) "no live terminal")))
     (unless (lispm-paste--clean-p text)
       (signal 'lispm-paste-refused (list (lispm-agent-name agent) "control characters")))
+    (when-let* ((dialog (lispm-agent-dialog (lispm-agent-kind agent) buffer)))
+      (signal 'lispm-paste-not-now (list (lispm-agent-name agent) dialog)))
     (lispm-term-paste buffer text)
     (run-at-time lispm-paste-return-delay nil
                  (lambda ()
@@ -63,6 +72,9 @@ a control character other than newline and tab."
                                       (plist-get params :instance))))
     (condition-case err
         (lispm-paste-submit agent (plist-get params :text))
+      (lispm-paste-not-now
+       (jsonrpc-error :code lispm-paste--not-now-code
+                      :message (format "%s shows %s" (nth 1 err) (nth 2 err))))
       (lispm-paste-refused
        (jsonrpc-error :code -32602 :message (format "refused: %S" (cdr err)))))
     (list :pasted t)))

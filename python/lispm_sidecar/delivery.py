@@ -10,7 +10,10 @@ How a message is handed over is the `Handover`'s business: into the CLI's
 composer through Emacs (`ComposerHandover`), or, for agents that live in a
 daemon, to the daemon directly (Holon's `DaemonHandover`, OpenClaw's
 `GatewayHandover`).  Everything here is driven by events —
-the watcher's callbacks and new messages — never by polling.
+the watcher's callbacks and new messages — with one exception: when Emacs
+answers that the CLI shows a dialog a paste would answer (`NotNow`), the
+message goes back to the head of the queue and is tried again a second
+later, as a dialog's closing shows only on the screen.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from .errors import LispmError
+from .errors import LispmError, NotNow
 from .ledger import Ledger, Message
 from .rpc import EmacsLink
 from .sanitize import sanitize
@@ -30,6 +33,8 @@ from .watchers import AgentActivity, Watcher
 log = logging.getLogger(__name__)
 
 PICKUP_TIMEOUT = 30.0
+#: Seconds before trying again when the agent's CLI showed a dialog.
+NOT_NOW_RETRY = 1.0
 
 
 def render(message: Message, by_final_reply: bool = False) -> str:
@@ -148,9 +153,11 @@ class DeliveryQueue:
             queued = await self._count()
             if not queued or self._watcher is None or not self._watcher.accepts_delivery():
                 return
-            await self._deliver(queued[0])
+            if not await self._deliver(queued[0]):
+                return
 
-    async def _deliver(self, message: Message) -> None:
+    async def _deliver(self, message: Message) -> bool:
+        """Hand MESSAGE over; False if the agent could not take it just now."""
         assert self._watcher is not None
         prompts_before = self._watcher.prompts_seen
         # At most once: the durable claim comes before the paste, so a crash
@@ -161,10 +168,19 @@ class DeliveryQueue:
         try:
             await self._handover.hand_over(self.name, self.instance, message,
                                            sanitize(self._render(message)))
+        except NotNow as err:
+            # Nothing was pasted: the message goes back to the head of the
+            # queue.  A dialog's closing is seen only on the screen, which
+            # sends no event, so look again in a moment.
+            log.info("%s cannot take message %d yet: %s", self.name, message.id, err)
+            await self._ledger.requeue(message.id)
+            await self._count()
+            asyncio.get_running_loop().call_later(NOT_NOW_RETRY, self.wake)
+            return False
         except LispmError as err:
             log.warning("cannot hand %s message %d: %s", self.name, message.id, err)
             await self._ledger.mark_failed(message.id, str(err))
-            return
+            return True
         if self._on_delivered is not None:
             self._on_delivered(message)
         if await self._picked_up(prompts_before):
@@ -172,6 +188,7 @@ class DeliveryQueue:
         else:
             log.warning("%s did not record message %d within %gs", self.name, message.id,
                         PICKUP_TIMEOUT)
+        return True
 
     async def _picked_up(self, prompts_before: int) -> bool:
         """Wait until the agent records a new prompt; False after `PICKUP_TIMEOUT`."""

@@ -44,6 +44,13 @@ class EmacsUnavailable(LispmError):
     code = -32004
 
 
+class NotNow(LispmError):
+    """The agent cannot take a message this moment: its CLI shows a dialog
+    that a paste and Return would answer.  Try again later."""
+
+    code = -32007
+
+
 class VersionMismatch(LispmError):
     """Emacs and the sidecar speak different protocol versions."""
 

@@ -47,7 +47,7 @@ SKILL_NAME = "lispm"
 class DaemonError(LispmError):
     """The Holon daemon refused or could not be reached."""
 
-    code = -32030
+    code = -32035
 
 
 class HolonDaemon:

@@ -53,7 +53,7 @@ MAX_FRAME = 64 << 20
 class GatewayError(LispmError):
     """The OpenClaw Gateway refused a request or could not be reached."""
 
-    code = -32040
+    code = -32045
 
     def __init__(self, message: str, gateway_code: str | None = None,
                  details: dict[str, Any] | None = None) -> None:

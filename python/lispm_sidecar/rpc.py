@@ -32,7 +32,7 @@ from pygls.protocol.json_rpc import (
 )
 from pygls.server import JsonRPCServer
 
-from .errors import EmacsUnavailable, LispmError
+from .errors import EmacsUnavailable, LispmError, NotNow
 from .stdio import ByteWriter, FrameError, frame
 
 log = logging.getLogger(__name__)
@@ -238,4 +238,6 @@ class EmacsLink:
             self.protocol.forget(msg_id)
             raise EmacsUnavailable(f"Emacs did not answer {method} within {within:g} s") from err
         except JsonRpcException as err:
+            if err.code == NotNow.code:
+                raise NotNow(err.message) from err
             raise EmacsUnavailable(f"Emacs failed {method}: {err.message}") from err

@@ -10,7 +10,10 @@
 ;; `lispm-hermes-setup' adds LispM's bridge to the seeded config.yaml;
 ;; Hermes's model calls `ask_agent' to Claude through the bridge,
 ;; Claude's model answers with `reply', and Hermes's next input is the
-;; reply.  When Hermes's terminal closes, its bridge process is gone.
+;; reply.  A message from Claude waits while Hermes asks to confirm
+;; `/new' (its Return would answer the dialog), then reaches the new
+;; session, which the terminal follows.  When Hermes's terminal closes, its
+;; bridge process is gone.
 
 ;;; Code:
 
@@ -36,6 +39,24 @@
                          (string-search (concat "LISPM_MCP_URL=" url "\0")
                                         (buffer-string)))))
            collect pid))
+
+(defun lispm-e2e-hermes--session ()
+  "Return the Hermes session the sidecar's watcher of hermes is bound to."
+  (let ((served (plist-get (lispm-sidecar-request 'lispm/agents nil) :agents)))
+    (plist-get (plist-get (cl-find "hermes" served :key (lambda (a) (plist-get a :name))
+                                   :test #'equal)
+                          :watching)
+               :session_id)))
+
+(defun lispm-e2e-hermes--dialog-p (agent)
+  "Return non-nil while AGENT, a Hermes, shows a confirmation dialog."
+  (lispm-agent-dialog 'hermes (lispm-agent-buffer agent)))
+
+(defun lispm-e2e-hermes--message-to-hermes ()
+  "Return the newest plain message to hermes in the ledger."
+  (cl-find-if (lambda (e) (and (equal (plist-get e :kind) "message")
+                               (equal (plist-get e :recipient) "hermes")))
+              (plist-get (lispm-sidecar-request 'lispm/ledger '(:limit 50)) :entries)))
 
 (defun lispm-e2e-hermes--prompts ()
   "Return the distinct prompts Hermes's model (Chat Completions) was sent."
@@ -79,6 +100,31 @@
                 (lispm-e2e-wait-activity hermes 'idle 60)
                 (should (string-search "Claude says:"
                                        (lispm-term-text (lispm-agent-buffer hermes)))))
+              ;; /new: Hermes asks before it drops the conversation.  A
+              ;; message that comes meanwhile waits: its Return would answer
+              ;; the dialog.  Then the terminal follows the new session.
+              (let ((before (lispm-e2e-hermes--session)))
+                (should before)
+                (lispm-e2e-submit hermes "/new")
+                (lispm-e2e-wait (lambda () (lispm-e2e-hermes--dialog-p hermes))
+                                30 "Hermes to ask about /new")
+                (lispm-e2e-submit claude "Tell Hermes we are still here.")
+                (lispm-e2e-wait (lambda () (lispm-e2e-tool-results "anthropic" "Tell Hermes"
+                                                                   "send_message"))
+                                60 "Claude's send_message")
+                (lispm-e2e-sleep 3)
+                (should (lispm-e2e-hermes--dialog-p hermes))
+                (should (equal (plist-get (lispm-e2e-hermes--message-to-hermes) :state)
+                               "queued"))
+                (should (equal (lispm-e2e-hermes--session) before))
+                ;; The user answers the dialog; the message goes in after.
+                (lispm-term-send (lispm-agent-buffer hermes) "1")
+                (lispm-e2e-wait-prompt "chat" "[Message from claude]\nStill with me after /new?"
+                                       120)
+                (lispm-e2e-wait (lambda () (let ((now (lispm-e2e-hermes--session)))
+                                             (and now (not (equal now before)))))
+                                60 "the watcher to follow the new session")
+                (lispm-e2e-wait-activity hermes 'idle 60))
               ;; A second Hermes is hermes-2.
               (let ((two (lispm-agent-start 'hermes (lispm-e2e-project "project"))))
                 (should (equal (lispm-agent-name two) "hermes-2"))

@@ -22,6 +22,14 @@ def script() -> list[dict[str, Any]]:
     return [
         # Hermes, on Claude's reply.
         {"match": "[Reply from claude", "steps": [{"say": "Claude says: {prompt}"}]},
+        # Hermes, after /new: Claude's message is the new session's first.
+        {"match": "[Message from claude", "steps": [{"say": "Yes, in a new session."}]},
+        # Claude, told to message Hermes.
+        {"match": "Tell Hermes", "steps": [
+            {"tool": "lispm.send_message",
+             "args": {"to": "hermes", "text": "Still with me after /new?"}},
+            {"say": "Told hermes."},
+        ]},
         # Claude, asked by Hermes: it answers with its reply tool.
         {"match": "What is six times seven?", "steps": [
             {"tool": "lispm.reply", "args": {"request": "{request_id}", "text": "Forty-two."}},

@@ -108,5 +108,41 @@ SPEC is (AGENT FILE BACKEND)."
                   :type 'jsonrpc-error)
     (ignore agent)))
 
+(ert-deftest lispm-paste-test-not-now-while-a-dialog-is-open ()
+  "A CLI showing a dialog that Return would answer gets nothing, until it closes."
+  (let* ((file (make-temp-file "lispm-paste-reads"))
+         (lispm-agents--by-name (make-hash-table :test #'equal))
+         ;; Hermes's `/new' confirmation, cleared after a second, then the recorder.
+         (program (concat "import sys, time\n"
+                          "print(' [1] Approve Once  proceed this time only')\n"
+                          "print(' Type 1/2/3 or use arrows then Enter.', flush=True)\n"
+                          "time.sleep(1.5)\n"
+                          "print('\\x1b[2J\\x1b[H> ', end='', flush=True)\n"
+                          lispm-paste-test--recorder))
+         (buffer (lispm-term-start "*lispm paste test*" (list "python3" "-c" program file)
+                                   :directory temporary-file-directory :backend 'term))
+         (agent (lispm-agent--make :name "hermes" :kind 'hermes :folder "/tmp/"
+                                   :serial 3 :buffer buffer)))
+    (puthash "hermes" agent lispm-agents--by-name)
+    (unwind-protect
+        (progn
+          (sleep-for 0.5)
+          (let ((err (should-error (lispm-sidecar-handle-request
+                                    'emacs/paste '(:name "hermes" :instance 3 :text "hi"))
+                                   :type 'jsonrpc-error)))
+            (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007))
+            (should (string-search "confirmation dialog"
+                                   (alist-get 'jsonrpc-error-message (cdr err)))))
+          (sleep-for 2)
+          (should-not (lispm-paste-test--reads file))
+          ;; The dialog is gone: the paste goes in.
+          (should (equal (lispm-sidecar-handle-request
+                          'emacs/paste '(:name "hermes" :instance 3 :text "hi"))
+                         '(:pasted t)))
+          (should (string-search "hi" (mapconcat #'cdr (lispm-paste-test--wait-reads file 1)
+                                                 ""))))
+      (kill-buffer buffer)
+      (delete-file file))))
+
 (provide 'lispm-paste-test)
 ;;; lispm-paste-test.el ends here

@@ -15,7 +15,7 @@ import pytest
 
 from lispm_sidecar import delivery
 from lispm_sidecar.delivery import DeliveryQueue, render
-from lispm_sidecar.errors import LispmError
+from lispm_sidecar.errors import LispmError, NotNow
 from lispm_sidecar.ledger import Ledger, Message
 from lispm_sidecar.watchers import AgentActivity, Watcher
 
@@ -46,12 +46,16 @@ class Recorder:
         self.texts: list[str] = []
         self.states_during: list[str] = []
         self.fail_next = False
+        self.not_now = 0
         self.given = asyncio.Event()
 
     async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
         if self.fail_next:
             self.fail_next = False
             raise LispmError("the terminal is gone")
+        if self.not_now:
+            self.not_now -= 1
+            raise NotNow("codex shows a confirmation dialog")
         queued = await self.ledger.entries(10, name)
         self.states_during.append(queued[0].state)
         self.texts.append(text)
@@ -149,6 +153,25 @@ async def test_a_failed_hand_over_is_recorded_and_not_retried(ledger: Ledger) ->
     [entry] = await ledger.entries(10, "codex")
     assert (entry.state, entry.reason) == ("failed", "the terminal is gone")
     assert recorder.texts == []
+    await queue.stop()
+
+
+async def test_a_dialog_on_screen_puts_the_message_back_until_it_closes(
+        ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "NOT_NOW_RETRY", 0.3)
+    queue, watcher, recorder = await make_queue(ledger)
+    recorder.not_now = 2
+    await ledger.send("claude", "codex", "after the dialog")
+    watcher.set(AgentActivity.IDLE)
+    await settle()
+    # Refused, so back in the queue: not delivered, not failed, not lost.
+    assert recorder.texts == []
+    [entry] = await ledger.entries(10, "codex")
+    assert entry.state == "queued" and queue.queued == 1
+    # Tried again with no event from the watcher, until the dialog is gone.
+    await asyncio.wait_for(recorder.given.wait(), 5)
+    assert recorder.texts == ["[Message from claude]\nafter the dialog"]
+    assert recorder.not_now == 0
     await queue.stop()
 
 

@@ -286,11 +286,12 @@ class FakeHermes:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(SCHEMA)
 
-    def session(self, cwd: Path, parent: str | None = None, offset: float = 0) -> str:
+    def session(self, cwd: Path | None, parent: str | None = None, offset: float = 0) -> str:
         now = time.time() + offset
         sid = time.strftime("%Y%m%d_%H%M%S", time.localtime(now)) + f"_{os.urandom(3).hex()}"
         self.db.execute("INSERT INTO sessions (id, source, parent_session_id, started_at, cwd) "
-                        "VALUES (?, 'cli', ?, ?, ?)", (sid, parent, now, str(cwd)))
+                        "VALUES (?, 'cli', ?, ?, ?)",
+                        (sid, parent, now, str(cwd) if cwd else None))
         return sid
 
     def message(self, sid: str, role: str, finish: str | None = None) -> None:
@@ -343,12 +344,15 @@ async def test_watcher_binds_follows_new_and_reads_idle(tmp_path: Path) -> None:
             fake.message(sid, "assistant", None)
             await until(lambda: watcher.prompts_seen == 2 and
                         watcher.activity is AgentActivity.IDLE, "interrupted")
-            # /new: the old session ends; the next one binds at its first message.
+            # /new: the old session ends, and the next one (which real Hermes
+            # writes without a cwd, as it ends the old one) binds.
             fake.end(sid, "new_session")
-            newer = fake.session(folder, offset=0.01)
-            fake.message(newer, "user")
+            newer = fake.session(None, offset=0.01)
             await until(lambda: watcher.session_id == newer, "following /new")
-            assert watcher.activity is AgentActivity.BUSY and watcher.prompts_seen == 3
+            assert watcher.activity is AgentActivity.IDLE  # at its prompt, no message yet
+            fake.message(newer, "user")
+            await until(lambda: watcher.activity is AgentActivity.BUSY, "busy after /new")
+            assert watcher.prompts_seen == 3
             # Compression: a child session takes over.
             child = fake.session(folder, parent=newer, offset=0.02)
             fake.message(child, "assistant", "stop")

@@ -18,7 +18,9 @@ other Hermes watcher holds.  Its id carries the time Hermes started it
 (`%Y%m%d_%H%M%S_<hex>`, local time); when two Hermes terminals work in the
 same folder, a session goes to the terminal launched last before that time.
 `/new` ends the bound session with `end_reason='new_session'` and starts
-another: the watcher moves to the next such session once it appears.
+another, written (by real Hermes 0.19.0) without a `cwd` at the moment the
+old one ended: the watcher moves to it at once, and counts it idle until
+its first message (Hermes waits at its prompt).
 Context compression starts a child session (`parent_session_id`): the
 watcher follows the child.
 
@@ -259,13 +261,15 @@ class HermesWatcher(Watcher):
             if child is not None:
                 self._bind(child[0], child[1])  # context compression went on in a child
                 return
-            row = db.execute("SELECT end_reason FROM sessions WHERE id = ?",
+            row = db.execute("SELECT end_reason, ended_at FROM sessions WHERE id = ?",
                              (self.session_id,)).fetchone()
             if row is not None and row[0] != "new_session":
                 return  # still the current session (or Hermes exited): keep it
             after = self._session_started
+            ended = row[1] if row is not None else None
         else:
             after = self.launched_at - _SLACK
+            ended = None
         held = self._held_by_others()
         rows = db.execute("SELECT id, started_at, cwd FROM sessions WHERE started_at >= ? "
                           "AND ended_at IS NULL AND parent_session_id IS NULL "
@@ -273,7 +277,10 @@ class HermesWatcher(Watcher):
         for session_id, started_at, cwd in rows:
             if session_id == self.session_id or session_id in held:
                 continue
-            if not cwd or os.path.realpath(cwd) != self.cwd:
+            # Hermes 0.19.0 writes the session `/new` starts without a cwd, at
+            # the moment it ends the old one: that moment is the link.
+            successor = not cwd and ended is not None and abs(started_at - ended) <= _SLACK
+            if not successor and (not cwd or os.path.realpath(cwd) != self.cwd):
                 continue
             started = session_time(session_id) or started_at
             if started < self.launched_at - _SLACK or self._belongs_to_later(started):
@@ -289,8 +296,12 @@ class HermesWatcher(Watcher):
         self._last = None
 
     def _recompute(self, prompts: int = 0) -> None:
-        if self.session_id is None or self._last is None:
+        if self.session_id is None:
             activity = AgentActivity.UNKNOWN
+        elif self._last is None:
+            # A session row without messages is the one `/new` just started:
+            # Hermes waits at its prompt.
+            activity = AgentActivity.IDLE
         elif is_idle(*self._last):
             activity = AgentActivity.IDLE
         else:
