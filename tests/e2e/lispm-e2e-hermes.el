@@ -40,11 +40,11 @@
                                         (buffer-string)))))
            collect pid))
 
-(defun lispm-e2e-hermes--session ()
-  "Return the Hermes session the sidecar's watcher of hermes is bound to."
+(defun lispm-e2e-hermes--session (&optional name)
+  "Return the Hermes session the watcher of NAME (default hermes) is bound to."
   (let ((served (plist-get (lispm-sidecar-request 'lispm/agents nil) :agents)))
-    (plist-get (plist-get (cl-find "hermes" served :key (lambda (a) (plist-get a :name))
-                                   :test #'equal)
+    (plist-get (plist-get (cl-find (or name "hermes") served
+                                   :key (lambda (a) (plist-get a :name)) :test #'equal)
                           :watching)
                :session_id)))
 
@@ -125,9 +125,26 @@
                                              (and now (not (equal now before)))))
                                 60 "the watcher to follow the new session")
                 (lispm-e2e-wait-activity hermes 'idle 60))
-              ;; A second Hermes is hermes-2.
-              (let ((two (lispm-agent-start 'hermes (lispm-e2e-project "project"))))
+              ;; A second Hermes, in the same folder, is hermes-2, and keeps
+              ;; its own session: a message for it goes to it alone.
+              (let ((two (lispm-agent-start 'hermes (lispm-e2e-project "project")))
+                    (first (lispm-e2e-hermes--session)))
                 (should (equal (lispm-agent-name two) "hermes-2"))
+                (lispm-e2e-wait-ready two)
+                (lispm-e2e-submit two "Hello from the second terminal.")
+                (lispm-e2e-wait (lambda () (lispm-e2e-hermes--session "hermes-2"))
+                                60 "hermes-2 to bind to its session")
+                (should-not (equal (lispm-e2e-hermes--session "hermes-2") first))
+                (should (equal (lispm-e2e-hermes--session) first))
+                (lispm-e2e-wait-activity two 'idle 60)
+                (lispm-e2e-submit claude "Greet the second Hermes.")
+                (lispm-e2e-wait-prompt "chat" "[Message from claude]\nHello, second Hermes." 120)
+                (lispm-e2e-wait (lambda () (string-search "Hello, second Hermes."
+                                                          (lispm-term-text
+                                                           (lispm-agent-buffer two))))
+                                30 "the message in hermes-2's terminal")
+                (should-not (string-search "Hello, second Hermes."
+                                           (lispm-term-text (lispm-agent-buffer hermes))))
                 (lispm-agent-close two))
               ;; Closing the terminal ends Hermes, and with it its bridge.
               (lispm-agent-close hermes)

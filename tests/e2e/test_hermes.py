@@ -23,7 +23,15 @@ def script() -> list[dict[str, Any]]:
         # Hermes, on Claude's reply.
         {"match": "[Reply from claude", "steps": [{"say": "Claude says: {prompt}"}]},
         # Hermes, after /new: Claude's message is the new session's first.
-        {"match": "[Message from claude", "steps": [{"say": "Yes, in a new session."}]},
+        {"match": "Still with me", "steps": [{"say": "Yes, in a new session."}]},
+        # The second Hermes.
+        {"match": "Hello, second Hermes", "steps": [{"say": "Hello, Claude, from hermes-2."}]},
+        {"match": "Hello from the second terminal", "steps": [{"say": "Hi, I am hermes-2."}]},
+        {"match": "Greet the second Hermes", "steps": [
+            {"tool": "lispm.send_message",
+             "args": {"to": "hermes-2", "text": "Hello, second Hermes."}},
+            {"say": "Greeted hermes-2."},
+        ]},
         # Claude, told to message Hermes.
         {"match": "Tell Hermes", "steps": [
             {"tool": "lispm.send_message",
