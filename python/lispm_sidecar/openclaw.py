@@ -44,9 +44,15 @@ from typing import Any
 
 import orjson
 
-from .errors import InvalidParams, LispmError
+from .errors import InvalidParams, LispmError, NotNow
 from .ledger import Message
-from .openclaw_gateway import DeviceIdentity, GatewayClient, GatewayError, GatewayUnreachable
+from .openclaw_gateway import (
+    DeviceIdentity,
+    GatewayClient,
+    GatewayError,
+    GatewayNotSent,
+    GatewayUnreachable,
+)
 from .runtime import new_token, pid_alive, python_launcher, write_private
 
 log = logging.getLogger(__name__)
@@ -608,7 +614,11 @@ class GatewayHandover:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
-        _accepted, final = await self._openclaw.send(self._key, text)
+        try:
+            _accepted, final = await self._openclaw.send(self._key, text)
+        except (GatewayUnreachable, GatewayNotSent) as err:
+            # Nothing reached the Gateway: the message waits for the next try.
+            raise NotNow(str(err)) from err
         self._accepted(name)
         if self._on_final is None:
             final.add_done_callback(_ignore_outcome)

@@ -66,6 +66,10 @@ class GatewayUnreachable(GatewayError):
     """Nothing listens at the Gateway's address."""
 
 
+class GatewayNotSent(GatewayError):
+    """A request never left: there was no open connection to send it on."""
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
@@ -315,7 +319,7 @@ class GatewayClient:
     async def _send(self, method: str, params: dict[str, Any], pending: _Pending) -> str:
         ws = self._ws
         if ws is None or ws.closed or not self.hello:
-            raise GatewayError(f"not connected to the Gateway at {self.url}")
+            raise GatewayNotSent(f"not connected to the Gateway at {self.url}")
         request_id = uuid.uuid4().hex
         self._pending[request_id] = pending
         try:
@@ -324,7 +328,7 @@ class GatewayClient:
                 compress=None)
         except (aiohttp.ClientError, ConnectionError) as err:
             self._pending.pop(request_id, None)
-            raise GatewayError(f"cannot send to the Gateway: {err}") from err
+            raise GatewayNotSent(f"cannot send to the Gateway: {err}") from err
         return request_id
 
     async def request(self, method: str, params: dict[str, Any] | None = None,

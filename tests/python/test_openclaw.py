@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from lispm_sidecar import openclaw
 from lispm_sidecar.delivery import render
+from lispm_sidecar.errors import NotNow
 from lispm_sidecar.ledger import Message
 from lispm_sidecar.openclaw import (
     GatewayHandover,
@@ -34,7 +35,13 @@ from lispm_sidecar.openclaw import (
     read_config,
     target_from_config,
 )
-from lispm_sidecar.openclaw_gateway import SCOPES, DeviceIdentity, GatewayClient, GatewayError
+from lispm_sidecar.openclaw_gateway import (
+    SCOPES,
+    DeviceIdentity,
+    GatewayClient,
+    GatewayError,
+    GatewayNotSent,
+)
 from lispm_sidecar.watchers import AgentActivity
 from lispm_sidecar.watchers.openclaw import OpenClawWatcher
 
@@ -367,6 +374,17 @@ async def test_a_remote_sessions_final_reply_is_the_answer(tmp_path: Path) -> No
     for _ in range(10):
         await asyncio.sleep(0)
     assert answers == [(7, "Rome.\n\nFrom far away.", None)]
+
+
+async def test_a_message_that_never_reached_the_gateway_is_not_lost(tmp_path: Path) -> None:
+    class Down(Sessions):
+        async def send(self, key: str, text: str) -> tuple[dict[str, Any],
+                                                           asyncio.Future[dict[str, Any]]]:
+            raise GatewayNotSent("not connected to the Gateway at ws://127.0.0.1:18789")
+
+    handover = GatewayHandover(Down(tmp_path), "k", lambda _name: None)
+    with pytest.raises(NotNow, match="not connected"):
+        await handover.hand_over("openclaw", 1, _request(), "rendered")
 
 
 async def test_a_failed_remote_run_still_answers(tmp_path: Path) -> None:
