@@ -14,6 +14,9 @@ import pytest
 
 from .harness import ROOT, E2eRun, assert_ert_passed, make_project, require_openclaw, run_ert_e2e
 
+#: Seconds OpenClaw's slow turn streams its answer.
+SLOW_TURN = 20
+
 
 def local_script() -> list[dict[str, Any]]:
     """The models' parts when OpenClaw's Gateway is local (first match wins)."""
@@ -35,9 +38,11 @@ def local_script() -> list[dict[str, Any]]:
              "args": {"to": "openclaw", "request": "What is the capital of France?"}},
             {"say": "Asked openclaw ({last_tool_result})."},
         ]},
-        # OpenClaw's own user: a turn slow enough to be interrupted by a request.
+        # OpenClaw's own user: a turn slow enough for a request to arrive
+        # during it, even with Claude's turn slowed by a loaded machine.
         {"match": "Take your time", "steps": [
-            {"say": "Finished the long job at last, word by word, slowly.", "delay": 12}]},
+            {"say": "Finished the long job at last, word by word, slowly.",
+             "delay": SLOW_TURN}]},
         {"match": "", "steps": [{"say": "Hello! I am ready."}]},
     ]
 
@@ -83,7 +88,7 @@ def test_openclaw_answers_claude_after_its_run(tmp_path: Path) -> None:
     # The request was not steered into the slow run: that run's requests
     # never saw it, and it reached the model only after the slow answer.
     assert all("[Request R" not in r["prompt"] for r in slow)
-    slow_done = max(r["t"] for r in slow) + 12
+    slow_done = max(r["t"] for r in slow) + SLOW_TURN
     assert min(r["t"] for r in asked) >= slow_done - 1.0, (slow, asked)
     # OpenClaw's model replied with the tool, once.
     results = [t["text"] for r in asked for t in r["tool_results"]]
