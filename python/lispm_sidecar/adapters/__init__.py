@@ -6,20 +6,25 @@ Holon's registry entry and skill, OpenClaw's Gateway session.  It also
 chooses how messages reach the agent (`Handover`: the terminal's composer,
 a daemon or a Gateway) and what watches its state.  A kind with no
 adapter of its own is a plain terminal agent.
+
+Adapters are imported when their kind's first agent starts: the OpenClaw
+one brings aiohttp and cryptography, which the sidecar's first answer to
+Emacs should not wait for.
 """
 
 from __future__ import annotations
 
-from .base import KindAdapter, TerminalAdapter
-from .claude import ClaudeAdapter
-from .codex import CodexAdapter
-from .hermes import HermesAdapter
-from .holon import HolonAdapter
-from .openclaw import OpenClawAdapter
+import importlib
 
-ADAPTERS: dict[str, type[KindAdapter]] = {
-    adapter.kind: adapter
-    for adapter in (ClaudeAdapter, CodexAdapter, HermesAdapter, HolonAdapter, OpenClawAdapter)
+from .base import KindAdapter, TerminalAdapter
+
+#: Kind → the module (under this package) and class of its adapter.
+ADAPTERS: dict[str, tuple[str, str]] = {
+    "claude": ("claude", "ClaudeAdapter"),
+    "codex": ("codex", "CodexAdapter"),
+    "hermes": ("hermes", "HermesAdapter"),
+    "holon": ("holon", "HolonAdapter"),
+    "openclaw": ("openclaw", "OpenClawAdapter"),
 }
 
 __all__ = ["ADAPTERS", "KindAdapter", "TerminalAdapter", "adapter_class"]
@@ -27,4 +32,8 @@ __all__ = ["ADAPTERS", "KindAdapter", "TerminalAdapter", "adapter_class"]
 
 def adapter_class(kind: str) -> type[KindAdapter]:
     """The adapter of agents of KIND; a plain terminal adapter if KIND has none."""
-    return ADAPTERS.get(kind, TerminalAdapter)
+    if kind not in ADAPTERS:
+        return TerminalAdapter
+    module, name = ADAPTERS[kind]
+    adapter: type[KindAdapter] = getattr(importlib.import_module(f".{module}", __name__), name)
+    return adapter
