@@ -92,6 +92,10 @@
           (lispm-e2e-wait (lambda () (and (lispm-sidecar-live-p)
                                           (not (eql (lispm-sidecar-pid) old-pid))))
                           20 "the sidecar to restart")
+          ;; Claude's server must be back before its model calls a tool;
+          ;; OpenClaw's may still be on its way.
+          (lispm-e2e-wait (lambda () (lispm-e2e-served-p "claude")) 30
+                          "Claude's server to be back")
           (lispm-e2e-submit claude "Tell OpenClaw we are back.")
           (lispm-e2e-wait-prompt "chat" "[Message from claude]\nStill there after the restart?"
                                  120)

@@ -131,6 +131,13 @@ Return the id of the request it made of RECIPIENT."
                                       (lispm-e2e-main-requests api)))
                   seconds (format "the model of %s to be sent %S" api prompt)))
 
+(defun lispm-e2e-served-p (&rest names)
+  "Return non-nil if the sidecar serves an agent of each of NAMES."
+  (let ((served (mapcar (lambda (agent) (plist-get agent :name))
+                        (plist-get (ignore-errors (lispm-sidecar-request 'lispm/agents nil))
+                                   :agents))))
+    (cl-every (lambda (name) (member name served)) names)))
+
 (defun lispm-e2e-ledger-entry (kind request-id)
   "Return the newest ledger entry of KIND (a string) about REQUEST-ID, or nil."
   (cl-find-if (lambda (e) (and (equal (plist-get e :kind) kind)
