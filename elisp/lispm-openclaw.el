@@ -23,9 +23,9 @@
 ;; The sidecar does the rest (see python/lispm_sidecar/openclaw.py): it
 ;; finds the Gateway in OpenClaw's own config, starts a local one if none
 ;; answers, gives the session LispM's tools (on a local Gateway), hands
-;; it messages with the Gateway's `agent' request, which holds a message
-;; until a running turn is over, and follows its state from the
-;; Gateway's events.  A session on a remote Gateway has no tools; its
+;; it messages while it is idle with the Gateway's `agent' request (a
+;; turn of its own, never steered into a running one), and follows its
+;; state from the Gateway's events.  A session on a remote Gateway has no tools; its
 ;; final reply to a request is taken as the answer.
 
 ;;; Code:

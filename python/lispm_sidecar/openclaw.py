@@ -18,9 +18,10 @@ the sidecar holds one WebSocket per Gateway (`openclaw_gateway.py`) and:
   the agent's own server), switched off globally and on for this session
   alone through the session's tool overrides; it is removed again when
   the agent stops.  Both are hot changes: the Gateway does not restart;
-- hands messages over with the Gateway's `agent` request
-  (`GatewayHandover`), which the Gateway holds while a run is going and
-  runs when it ends: a message never steers into a running turn;
+- hands messages over while the session is idle, with the Gateway's
+  `agent` request (`GatewayHandover`), which runs a message as a turn of
+  its own, after any run that starts meanwhile: it never steers into a
+  running turn (`chat.send` would, by default);
 - follows the session's state from the Gateway's events (`watchers/openclaw.py`).
 
 A remote Gateway cannot reach this machine's MCP servers, so its session

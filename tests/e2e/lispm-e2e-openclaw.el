@@ -9,9 +9,10 @@
 ;;
 ;; No Gateway is configured, so LispM starts one.  OpenClaw's session is
 ;; kept busy by a slow turn typed into its TUI; Claude asks it a question
-;; meanwhile.  The request waits in the Gateway until the turn is over,
-;; then OpenClaw's model answers with LispM's `reply' tool, which only
-;; its own session is given, and Claude's next input is the reply.
+;; meanwhile.  The request waits until the turn is over, then goes in
+;; through the Gateway's `agent' request; OpenClaw's model answers with
+;; LispM's `reply' tool, which only its own session is given, and
+;; Claude's next input is the reply.
 
 ;;; Code:
 
@@ -71,13 +72,9 @@
         (lispm-e2e-wait-activity openclaw 'busy 60)
         (lispm-e2e-submit claude "Ask OpenClaw for the capital of France.")
         (let ((id (lispm-e2e-asked "anthropic" "Ask OpenClaw" "openclaw")))
-          ;; The request reached the Gateway while OpenClaw's run was going:
-          ;; LispM handed it over, and the Gateway holds it.
-          (lispm-e2e-wait (lambda () (equal (plist-get (lispm-e2e-ledger-entry "request" id)
-                                                      :state)
-                                           "picked_up"))
-                          30 "the Gateway to accept the request")
+          ;; The request came while OpenClaw's run was going: it waits.
           (should (eq (lispm-agent-activity openclaw) 'busy))
+          (should (equal (plist-get (lispm-e2e-ledger-entry "request" id) :state) "queued"))
           (lispm-e2e-wait-prompt
            "anthropic" (format "[Reply from openclaw to request %s]\nParis." id) 180)
           (lispm-e2e-wait-activity openclaw 'idle 60)

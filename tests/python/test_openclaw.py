@@ -414,7 +414,7 @@ async def test_the_watcher_follows_the_sessions_row(tmp_path: Path) -> None:
     sessions._event("sessions.changed", {"sessionKey": "agent:main:lispm-openclaw",
                                          "session": {"hasActiveRun": True,
                                                      "status": "running"}})
-    assert watcher.activity is AgentActivity.BUSY and watcher.accepts_delivery()
+    assert watcher.activity is AgentActivity.BUSY and not watcher.accepts_delivery()
     # Another session's row changes nothing.
     sessions._event("sessions.changed", {"sessionKey": "agent:main:other",
                                          "session": {"hasActiveRun": False}})

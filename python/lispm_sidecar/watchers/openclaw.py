@@ -7,10 +7,13 @@ the connection comes back (`sessions.describe`) and then follows the
 events; nothing is polled.  While the connection is down the state is
 unknown.
 
-The Gateway holds a message that arrives during a run until the run ends
-(the `agent` request), so a message may be handed over while the session
-is busy (`accepts_delivery`); it counts as picked up once the Gateway has
-accepted it (`accepted`).
+A message is handed over only while the session is idle, as for the
+terminal agents.  The Gateway's `agent` request would hold a message that
+arrives during a run, but not reliably while the run is still preparing:
+on a loaded machine the Gateway made such a message the turn's prompt and
+kept the user's own as "context only".  The `agent` request still covers
+a run that starts just as the message goes in.  A message counts as picked
+up once the Gateway has accepted it (`accepted`).
 """
 
 from __future__ import annotations
@@ -47,10 +50,6 @@ class OpenClawWatcher(Watcher):
         self.last_row: dict[str, Any] = {}
         self._on_reached = on_reached
         self._reading: asyncio.Task[None] | None = None
-
-    def accepts_delivery(self) -> bool:
-        """The Gateway holds a message until a running turn ends."""
-        return self.activity in (AgentActivity.IDLE, AgentActivity.BUSY)
 
     def accepted(self) -> None:
         """The Gateway took a message: it is the session's now."""
