@@ -85,10 +85,8 @@ Nil means $HERMES_HOME/config.yaml, else ~/.hermes/config.yaml."
 Hermes's state database does not show a dialog the user opened (such as
 `/new' asking before it drops the conversation), and its Return picks
 the highlighted choice: so the screen's last lines are read."
-  (let* ((text (lispm-term-text buffer))
-         (tail (substring text (max 0 (- (length text) 3000)))))
-    (and (string-match-p lispm-hermes--dialog-regexp tail)
-         "a confirmation dialog")))
+  (and (string-match-p lispm-hermes--dialog-regexp (lispm-term-tail buffer 3000))
+       "a confirmation dialog"))
 
 (cl-defmethod lispm-agent-environment ((_kind (eql 'hermes)) agent)
   "Name AGENT's MCP server and token file for LispM's bridge."

@@ -20,6 +20,7 @@
 ;;   (lispm-term-start NAME COMMAND &key directory environment backend)
 ;;   (lispm-term-process BUFFER)        (lispm-term-live-p BUFFER)
 ;;   (lispm-term-backend BUFFER)        (lispm-term-text BUFFER)
+;;   (lispm-term-tail BUFFER CHARS)
 ;;   (lispm-term-send BUFFER STRING)    (lispm-term-paste BUFFER TEXT)
 ;;   (lispm-term-add-exit-function BUFFER FUNCTION)
 ;;
@@ -581,6 +582,16 @@ This is the whole buffer: scrollback and screen."
     (save-restriction
       (widen)
       (buffer-substring-no-properties (point-min) (point-max)))))
+
+(defun lispm-term-tail (buffer chars)
+  "Return the last CHARS characters of the terminal BUFFER, without properties.
+Cheaper than `lispm-term-text' when only the screen's bottom matters."
+  (with-current-buffer (lispm-term--buffer buffer)
+    (lispm-term--flush lispm-term--backend)
+    (save-restriction
+      (widen)
+      (buffer-substring-no-properties (max (point-min) (- (point-max) chars))
+                                      (point-max)))))
 
 (defun lispm-term--live-process (buffer)
   "Return the running process of the LispM terminal BUFFER, or signal."

@@ -58,8 +58,12 @@ def render(message: Message, by_final_reply: bool = False) -> str:
 class Handover(Protocol):
     """A way of giving an agent a message."""
 
-    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
-        """Give agent NAME (INSTANCE) MESSAGE, rendered as TEXT, or raise `LispmError`."""
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
+        """Give agent NAME (INSTANCE) MESSAGE, rendered as TEXT, or raise `LispmError`.
+
+        Return True if the receiver has confirmed it took the message (a
+        daemon or Gateway that accepted it): it is picked up at once.
+        False leaves the confirmation to the agent's own records."""
         ...
 
 
@@ -69,8 +73,9 @@ class ComposerHandover:
     def __init__(self, link: EmacsLink) -> None:
         self._link = link
 
-    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
         await self._link.request("emacs/paste", {"name": name, "instance": instance, "text": text})
+        return False
 
 
 class DeliveryQueue:
@@ -166,8 +171,8 @@ class DeliveryQueue:
         await self._ledger.mark_delivered(message.id)
         await self._count()
         try:
-            await self._handover.hand_over(self.name, self.instance, message,
-                                           sanitize(self._render(message)))
+            confirmed = await self._handover.hand_over(self.name, self.instance, message,
+                                                       sanitize(self._render(message)))
         except NotNow as err:
             # Nothing was pasted: the message goes back to the head of the
             # queue.  A dialog's closing is seen only on the screen, which
@@ -183,7 +188,7 @@ class DeliveryQueue:
             return True
         if self._on_delivered is not None:
             self._on_delivered(message)
-        if await self._picked_up(prompts_before):
+        if confirmed or await self._picked_up(prompts_before):
             await self._ledger.mark_picked_up(message.id)
         else:
             log.warning("%s did not record message %d within %gs", self.name, message.id,

@@ -28,7 +28,7 @@ import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +118,14 @@ class HolonDaemon:
 
 
 class DaemonHandover:
-    """Hand a message to a daemon's agent; ACCEPTED(name) is told on success."""
+    """Hand a message to a daemon's agent: once the daemon takes it, it is the agent's."""
 
-    def __init__(self, daemon: HolonDaemon, accepted: Callable[[str], None]) -> None:
+    def __init__(self, daemon: HolonDaemon) -> None:
         self._daemon = daemon
-        self._accepted = accepted
 
-    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
         await self._daemon.prompt(name, text)
-        self._accepted(name)
+        return True
 
 
 # ------------------------------------------------------------------ registry

@@ -416,10 +416,15 @@ class OpenClaw:
         overrides: dict[str, Any] = {}
         if bridge is not None and self._target is not None and not self._target.remote:
             server = server_name(self._owner_pid, name)
-            await self._patch_config(client, {"mcp": {"servers": {server: dict(
-                bridge, enabled=False)}}}, replace=[f"mcp.servers.{server}.args"])
+            current = await client.request("config.get", {})
+            patch: dict[str, Any] = {"mcp": {"servers": {server: dict(bridge, enabled=False)}}}
+            tool_search_off = self._direct_tools(current, patch)
+            await self._patch_config(client, patch, [f"mcp.servers.{server}.args"], current)
+            if tool_search_off:
+                await asyncio.to_thread(write_private, self._tool_search_marker(), b"lispm\n")
+                log.info("openclaw: set tools.toolSearch to false while LispM's sessions "
+                         "are open")
             overrides = {"mcpServers": {server: True}}
-            await self._direct_tools(client)
         params: dict[str, Any] = {"key": key, "label": f"LispM {name}"}
         await client.request("sessions.create", params)
         # The overlay is replaced whole: a session LispM made before loses
@@ -444,29 +449,30 @@ class OpenClaw:
             log.warning("openclaw: cannot remove %s: %s", server, err)
 
     async def _config(self, client: GatewayClient) -> dict[str, Any]:
-        current = await client.request("config.get", {})
-        config = current.get("config")
-        return config if isinstance(config, dict) else {}
+        return _config_of(await client.request("config.get", {}))
 
     def _tool_search_marker(self) -> Path:
         return state_dir(self._environ) / "openclaw-tool-search-off"
 
-    async def _direct_tools(self, client: GatewayClient) -> None:
-        """Make MCP tools direct tool schemas, not hidden behind Tool Search.
+    @staticmethod
+    def _direct_tools(current: dict[str, Any], patch: dict[str, Any]) -> bool:
+        """Add to PATCH what makes MCP tools direct tool schemas, not hidden
+        behind Tool Search; return whether it switches Tool Search off.
 
         OpenClaw has no per-session or per-server switch for this, only
-        `tools.toolSearch`.  If the user left it unset, LispM sets it to
-        false while its sessions have servers there (and notes that it did);
-        a value the user chose is left alone."""
-        tools = (await self._config(client)).get("tools") or {}
+        `tools.toolSearch`.  If the user left it unset (in CURRENT, a
+        `config.get` answer), LispM sets it to false while its sessions have
+        servers there (and notes that it did); a value the user chose is
+        left alone."""
+        tools = _config_of(current).get("tools") or {}
         setting = tools.get("toolSearch") if isinstance(tools, dict) else None
         if setting is None:
-            await self._patch_config(client, {"tools": {"toolSearch": False}}, replace=[])
-            await asyncio.to_thread(write_private, self._tool_search_marker(), b"lispm\n")
-            log.info("openclaw: set tools.toolSearch to false while LispM's sessions are open")
-        elif setting is not False:
+            patch["tools"] = {"toolSearch": False}
+            return True
+        if setting is not False:
             log.warning("openclaw: tools.toolSearch is on: LispM's tools are reached through "
                         "OpenClaw's tool_call, not directly")
+        return False
 
     async def _restore_tool_search(self, client: GatewayClient) -> None:
         """Unset `tools.toolSearch` again once no LispM server is left, if LispM set it."""
@@ -482,10 +488,13 @@ class OpenClaw:
         await asyncio.to_thread(marker.unlink, missing_ok=True)
 
     async def _patch_config(self, client: GatewayClient, patch: dict[str, Any],
-                            replace: list[str]) -> None:
-        """Apply a JSON merge PATCH to the Gateway's config (hot reload)."""
+                            replace: list[str], current: dict[str, Any] | None = None) -> None:
+        """Apply a JSON merge PATCH to the Gateway's config (hot reload).
+
+        CURRENT is a `config.get` answer already at hand, for the first try."""
         for attempt in range(CONFIG_PATCH_RETRIES):
-            current = await client.request("config.get", {})
+            if current is None or attempt > 0:
+                current = await client.request("config.get", {})
             try:
                 await client.request("config.patch", {
                     "raw": orjson.dumps(patch).decode(), "baseHash": current.get("hash"),
@@ -502,8 +511,7 @@ class OpenClaw:
             current = await client.request("config.get", {})
         except GatewayError:
             return
-        config = current.get("config") if isinstance(current.get("config"), dict) else {}
-        servers = ((config or {}).get("mcp") or {}).get("servers") or {}
+        servers = (_config_of(current).get("mcp") or {}).get("servers") or {}
         stale = [name for name in servers if (match := _SERVER_NAME.match(name))
                  and not pid_alive(int(match.group(1)))]
         with contextlib.suppress(GatewayError):
@@ -526,6 +534,12 @@ class OpenClaw:
         client = await self.client()
         return await client.agent({"sessionKey": key, "message": text,
                                    "idempotencyKey": f"lispm-{uuid.uuid4()}"})
+
+
+def _config_of(current: dict[str, Any]) -> dict[str, Any]:
+    """The config in a `config.get` answer."""
+    config = current.get("config")
+    return config if isinstance(config, dict) else {}
 
 
 def _record_gateway(pid_file: Path, pid: int, port: int | None) -> None:
@@ -601,32 +615,32 @@ def final_text(outcome: dict[str, Any]) -> str:
 class GatewayHandover:
     """Hand a message to an OpenClaw session through the Gateway.
 
-    ACCEPTED(name) is told once the Gateway has the message.  With
-    ON_FINAL, the run's outcome is passed on when it ends (a remote
-    session's answer to a request)."""
+    Once the Gateway accepts it, it is the session's.  With ON_FINAL, the
+    run's outcome is passed on when it ends (a remote session's answer to
+    a request)."""
 
-    def __init__(self, openclaw: OpenClaw, key: str, accepted: Callable[[str], None],
+    def __init__(self, openclaw: OpenClaw, key: str,
                  on_final: Callable[[Message, str | None, str | None], Awaitable[None]]
                  | None = None) -> None:
         self._openclaw = openclaw
         self._key = key
-        self._accepted = accepted
         self._on_final = on_final
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
         try:
             _accepted, final = await self._openclaw.send(self._key, text)
         except (GatewayUnreachable, GatewayNotSent) as err:
             # Nothing reached the Gateway: the message waits for the next try.
             raise NotNow(str(err)) from err
-        self._accepted(name)
         if self._on_final is None:
             final.add_done_callback(_ignore_outcome)
-            return
-        task = asyncio.create_task(self._finish(message, final), name=f"openclaw-final:{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        else:
+            task = asyncio.create_task(self._finish(message, final),
+                                       name=f"openclaw-final:{name}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return True
 
     async def _finish(self, message: Message, final: asyncio.Future[dict[str, Any]]) -> None:
         assert self._on_final is not None

@@ -47,9 +47,10 @@ class Recorder:
         self.states_during: list[str] = []
         self.fail_next = False
         self.not_now = 0
+        self.confirms = False
         self.given = asyncio.Event()
 
-    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> None:
+    async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
         if self.fail_next:
             self.fail_next = False
             raise LispmError("the terminal is gone")
@@ -60,6 +61,7 @@ class Recorder:
         self.states_during.append(queued[0].state)
         self.texts.append(text)
         self.given.set()
+        return self.confirms
 
 
 @pytest.fixture
@@ -172,6 +174,19 @@ async def test_a_dialog_on_screen_puts_the_message_back_until_it_closes(
     await asyncio.wait_for(recorder.given.wait(), 5)
     assert recorder.texts == ["[Message from claude]\nafter the dialog"]
     assert recorder.not_now == 0
+    await queue.stop()
+
+
+async def test_a_confirmed_hand_over_is_picked_up_at_once(ledger: Ledger) -> None:
+    queue, watcher, recorder = await make_queue(ledger)
+    recorder.confirms = True  # a daemon or Gateway that accepted it
+    for text in ("one", "two"):
+        await ledger.send("claude", "codex", text)
+    watcher.set(AgentActivity.IDLE)
+    await settle()
+    # No prompt in the agent's records needed: both went in, in order.
+    assert [t.split("\n")[1] for t in recorder.texts] == ["one", "two"]
+    assert {e.state for e in await ledger.entries(10, "codex")} == {"picked_up"}
     await queue.stop()
 
 

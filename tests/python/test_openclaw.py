@@ -359,16 +359,16 @@ class Sessions(OpenClaw):
 
 async def test_a_remote_sessions_final_reply_is_the_answer(tmp_path: Path) -> None:
     sessions = Sessions(tmp_path)
-    accepted: list[str] = []
     answers: list[tuple[int, str | None, str | None]] = []
 
     async def on_final(message: Message, text: str | None, error: str | None) -> None:
         answers.append((message.id, text, error))
 
-    handover = GatewayHandover(sessions, "agent:main:lispm-openclaw", accepted.append, on_final)
-    await handover.hand_over("openclaw", 1, _request(), "rendered")
+    handover = GatewayHandover(sessions, "agent:main:lispm-openclaw", on_final)
+    # Accepted by the Gateway: picked up at once.
+    assert await handover.hand_over("openclaw", 1, _request(), "rendered") is True
     assert sessions.sent == [("agent:main:lispm-openclaw", "rendered")]
-    assert accepted == ["openclaw"] and answers == []
+    assert answers == []
     sessions.final.set_result({"status": "ok", "result": {"payloads": [
         {"text": "Rome."}, {"text": "From far away."}]}})
     for _ in range(10):
@@ -382,7 +382,7 @@ async def test_a_message_that_never_reached_the_gateway_is_not_lost(tmp_path: Pa
                                                            asyncio.Future[dict[str, Any]]]:
             raise GatewayNotSent("not connected to the Gateway at ws://127.0.0.1:18789")
 
-    handover = GatewayHandover(Down(tmp_path), "k", lambda _name: None)
+    handover = GatewayHandover(Down(tmp_path), "k")
     with pytest.raises(NotNow, match="not connected"):
         await handover.hand_over("openclaw", 1, _request(), "rendered")
 
@@ -394,7 +394,7 @@ async def test_a_failed_remote_run_still_answers(tmp_path: Path) -> None:
     async def on_final(message: Message, text: str | None, error: str | None) -> None:
         answers.append((text, error))
 
-    handover = GatewayHandover(sessions, "k", lambda _name: None, on_final)
+    handover = GatewayHandover(sessions, "k", on_final)
     await handover.hand_over("openclaw", 1, _request(), "rendered")
     sessions.final.set_exception(GatewayError("the connection to ws://x was lost"))
     for _ in range(10):
@@ -419,8 +419,6 @@ async def test_the_watcher_follows_the_sessions_row(tmp_path: Path) -> None:
     sessions._event("sessions.changed", {"sessionKey": "agent:main:other",
                                          "session": {"hasActiveRun": False}})
     assert watcher.activity is AgentActivity.BUSY
-    watcher.accepted()
-    assert watcher.prompts_seen == 1
     sessions._event("sessions.changed", {"sessionKey": "agent:main:lispm-openclaw",
                                          "session": {"hasActiveRun": False, "status": "done"}})
     assert watcher.activity is AgentActivity.IDLE

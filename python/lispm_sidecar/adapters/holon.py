@@ -39,11 +39,7 @@ class HolonAdapter(KindAdapter):
         await self.daemon.refresh_skills()
 
     def handover(self, agent: Agent) -> Handover:
-        def accepted(_name: str) -> None:
-            if isinstance(agent.watcher, HolonWatcher):
-                agent.watcher.accepted()
-
-        return DaemonHandover(self.daemon, accepted)
+        return DaemonHandover(self.daemon)
 
     def watcher(self, agent: Agent, pid: int, session_id: str | None) -> Watcher | None:
         return HolonWatcher(self.daemon, agent.name, on_reached=agent.reached)

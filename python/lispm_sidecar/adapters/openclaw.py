@@ -48,13 +48,8 @@ class OpenClawAdapter(KindAdapter):
         return bool(agent.launch.get("openclaw_remote"))
 
     def handover(self, agent: Agent) -> Handover:
-        def accepted(_name: str) -> None:
-            if isinstance(agent.watcher, OpenClawWatcher):
-                agent.watcher.accepted()
-
         on_final = partial(self._answered, agent) if self._remote(agent) else None
-        return GatewayHandover(self.gateway, agent.launch["openclaw_session"], accepted,
-                               on_final)
+        return GatewayHandover(self.gateway, agent.launch["openclaw_session"], on_final)
 
     def renderer(self, agent: Agent) -> Callable[[Message], str]:
         return partial(render, by_final_reply=True) if self._remote(agent) else render

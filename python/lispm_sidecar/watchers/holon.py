@@ -9,7 +9,7 @@ connection.  When the stream drops the state is unknown until it is back
 
 Holon takes a prompt into a running turn at its next safe point, so a
 message may go in while the agent is busy (`accepts_delivery`); it counts
-as picked up once the daemon has accepted it (`accepted`).
+as picked up once the daemon has accepted it (the hand-over says so).
 """
 
 from __future__ import annotations
@@ -46,10 +46,6 @@ class HolonWatcher(Watcher):
     def accepts_delivery(self) -> bool:
         """Holon takes prompts while idle and, at a safe point, while busy."""
         return self.activity in (AgentActivity.IDLE, AgentActivity.BUSY)
-
-    def accepted(self) -> None:
-        """The daemon took a prompt: it is the agent's now."""
-        self._update(self.activity, prompts=1)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._follow(), name=f"holon-watch:{self.agent_id}")

@@ -13,7 +13,7 @@ arrives during a run, but not reliably while the run is still preparing:
 on a loaded machine the Gateway made such a message the turn's prompt and
 kept the user's own as "context only".  The `agent` request still covers
 a run that starts just as the message goes in.  A message counts as picked
-up once the Gateway has accepted it (`accepted`).
+up once the Gateway has accepted it (the hand-over says so).
 """
 
 from __future__ import annotations
@@ -50,10 +50,6 @@ class OpenClawWatcher(Watcher):
         self.last_row: dict[str, Any] = {}
         self._on_reached = on_reached
         self._reading: asyncio.Task[None] | None = None
-
-    def accepted(self) -> None:
-        """The Gateway took a message: it is the session's now."""
-        self._update(self.activity, prompts=1)
 
     async def start(self) -> None:
         self.openclaw.listen(self.key, self._event)
