@@ -58,6 +58,8 @@ class Agent:
     ide_bridge: IdeBridge | None = None
     ide_lock_dir: Path | None = None
     connected: bool = False
+    #: Started to resume its CLI's earlier session (`session_id` names it).
+    resumed: bool = False
     #: What the kind's adapter tells Emacs for the launch (`describe`).
     launch: dict[str, Any] = field(default_factory=dict)
 
@@ -151,6 +153,7 @@ class Agents:
         restore: bool = False,
         session_id: str | None = None,
         options: dict[str, Any] | None = None,
+        resume: bool = False,
     ) -> Agent:
         """Start the MCP server of a new agent, or of one Emacs already had.
 
@@ -158,6 +161,12 @@ class Agents:
         its PORT and its SESSION_ID, so a CLI that is already running keeps
         working.  OPTIONS are the kind's own parameters (Claude's
         `ide_port`, OpenClaw's `openclaw`), for its adapter.
+
+        With RESUME, the agent is one of an earlier Emacs whose CLI resumes
+        its session (SESSION_ID, if its kind has one): what waits for it in
+        the ledger is delivered.  Otherwise (neither RESUME nor RESTORE) it
+        is a new agent, and what an earlier agent of its name left is ended
+        first (`Messenger.forget`): it must not receive it.
         """
         if name in self.by_name or name in self.starting:
             raise AgentExists(f"an agent named {name} is already registered")
@@ -165,13 +174,16 @@ class Agents:
             raise InvalidParams(f"folder must be an absolute path: {folder!r}")
         self.starting.add(name)
         try:
-            return await self._start(name, kind, folder, instance, port, restore, session_id,
-                                     options or {})
+            if not restore and not resume:
+                await self.messenger.forget(name, f"{name} was not resumed: a new {name} started")
+            return await self._start(name, kind, folder, instance, port, restore or resume,
+                                      restore, session_id, options or {})
         finally:
             self.starting.discard(name)
 
     async def _start(self, name: str, kind: str, folder: str, instance: int, port: int,
-                     restore: bool, session_id: str | None, options: dict[str, Any]) -> Agent:
+                     earlier: bool, restore: bool, session_id: str | None,
+                     options: dict[str, Any]) -> Agent:
         adapter = self.adapter(kind)
         files = AgentFiles(self.root, self.owner_pid, name, instance)
         if restore:
@@ -195,7 +207,7 @@ class Agents:
                 self.services.on_connected(agent)
 
         seen = Visibility(folder)
-        if restore:
+        if earlier:  # its conversation holds what it was told before
             seen.link(await self._links_delivered_to(name))
         views = Views(self.services.mirror, seen, self.services.link)
         mcp = build_mcp(name, instance, self.services.list_agents, self.messenger, views,
@@ -211,7 +223,7 @@ class Agents:
         agent = Agent(
             name=name, kind=kind, folder=folder, instance=instance,
             session_id=session_id or str(uuid.uuid4()), files=files, server=server,
-            seen=seen, on_reached=self._reached,
+            seen=seen, on_reached=self._reached, resumed=earlier and not restore,
         )
         files.write_claude_config(agent.url, token)
         try:
@@ -273,6 +285,15 @@ class Agents:
             await self.adapter(agent.kind).close(agent)
         finally:
             agent.files.remove()
+
+    async def forget(self, names: list[str]) -> list[str]:
+        """End what the agents NAMES of an earlier Emacs left: they will not
+        be resumed.  A name that is live now is skipped; return the others."""
+        forgotten = [name for name in names if name not in self.by_name
+                     and name not in self.starting]
+        for name in forgotten:
+            await self.messenger.forget(name, f"{name} was not resumed after Emacs restarted")
+        return forgotten
 
     async def stop(self, name: str, instance: int | None = None) -> None:
         """Stop agent NAME: its server, watcher and queue; delete its files.

@@ -3,8 +3,15 @@
 Methods (Emacs → sidecar), all with object params:
 - `lispm/hello {protocol, version, emacs_pid, ledger_file?}`
   → `{protocol, version, pid, runtime_dir, ledger_file}`; must come first
-- `lispm/agent-start {name, kind, folder, instance, port?, restore?, session_id?}`
-  → launch facts: `{port, url, session_id, token_file, claude_mcp_config, …}`
+- `lispm/agent-start {name, kind, folder, instance, port?, restore?, resume?, session_id?}`
+  → launch facts: `{port, url, session_id, token_file, claude_mcp_config, …}`.
+  `restore`: the sidecar restarted, Emacs gives back a live agent (same port,
+  token and queue).  `resume`: an agent of an earlier Emacs whose CLI resumes
+  its session `session_id`; what waits for it is delivered.  Neither: a new
+  agent, and what an earlier agent of its name left is ended first.
+- `lispm/agents-forget {names}` → `{forgotten}`: the agents of an earlier
+  Emacs that will not be resumed; their requests end, their queues fail
+  (a name live now is skipped)
 - `lispm/agent-attached {name, instance, pid, session_id?, restore?}`: the CLI
   runs as process `pid`; the sidecar starts watching its records
 - `lispm/agent-stop {name, instance?}` → `{}`; whoever waits on it is told
@@ -35,7 +42,10 @@ Requests and notifications into Emacs:
   or `{pending: true}` (then `lispm/tool-result` later)
 - `emacs/ping PARAMS` → PARAMS
 - notification `lispm/agent-connected {name, instance}`: the CLI reached its server
-- notification `lispm/agent-activity {name, instance, activity, queued}`
+- notification `lispm/agent-activity {name, instance, activity, queued, session}`:
+  `session` is the CLI's own session id as its records show it (Claude's
+  session, Codex's thread, Hermes's session, OpenClaw's session key), for
+  resuming it after Emacs restarts; null while unknown
 """
 
 from __future__ import annotations
@@ -124,6 +134,7 @@ class Sidecar:
             ("lispm/agent-start", self.agent_start),
             ("lispm/agent-attached", self.agent_attached),
             ("lispm/agent-stop", self.agent_stop),
+            ("lispm/agents-forget", self.agents_forget),
             ("lispm/agents", self.list_served),
             ("lispm/ledger", self.ledger_entries),
             ("lispm/editor-state", self.editor_state),
@@ -153,6 +164,7 @@ class Sidecar:
         self.link.notify("lispm/agent-activity", {
             "name": agent.name, "instance": agent.instance,
             "activity": str(agent.queue.activity), "queued": agent.queue.queued,
+            "session": agent.watcher.cli_session if agent.watcher else None,
         })
 
     async def _open(self, emacs_pid: int, ledger_file: Path) -> None:
@@ -223,8 +235,16 @@ class Sidecar:
             restore=params.get("restore") is True,
             session_id=_optional_str(params, "session_id"),
             options=params,
+            resume=params.get("resume") is True,
         )
         return agent.describe()
+
+    async def agents_forget(self, params: Params) -> Params:
+        """End what agents of an earlier Emacs left; see `Agents.forget`."""
+        names = params.get("names")
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise InvalidParams("names must be a list of agent names")
+        return {"forgotten": await self.agents.forget(names)}
 
     async def agent_attached(self, params: Params) -> Params:
         """Watch an agent's CLI, now that its terminal runs as process `pid`."""

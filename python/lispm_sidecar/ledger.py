@@ -14,11 +14,20 @@ commit reaches the disk before the call returns, so what a call reported
 survives a crash of the sidecar, of Emacs or (as far as the disk honours
 fsync) of the machine.  A write SQLite cannot do (disk full, the file
 locked by another process for over 10 s) is rolled back and raised as
-`LedgerError`.  Every public
-call that writes is exactly one transaction (`BEGIN IMMEDIATE`, so the
+`LedgerError`.  Every public `LedgerStore` call that writes is atomic:
+called alone, it is exactly one transaction (`BEGIN IMMEDIATE`, so the
 check and the change of `reply` cannot interleave with another writer,
-even one in another process); inside `LedgerStore.batch()` calls nest as
-savepoints of one transaction instead.
+even one in another process); inside `LedgerStore.batch()` or
+`LedgerStore.run_group()` it is a savepoint of the enclosing transaction,
+and a call that fails rolls back its own savepoint only.
+
+Group commit: the asyncio facade `Ledger` runs the calls that are waiting
+when its worker turns to them as one group, one transaction with one
+commit (one fsync), and answers each caller only after that commit.  So
+nobody is told of a change before it is durable, one call's refusal does
+not undo its group-mates' changes, and a failed commit fails the whole
+group (nothing of it was written).  A call that arrives alone is its own
+transaction, as before.
 
 Schema (`PRAGMA user_version` = 1)::
 
@@ -85,7 +94,13 @@ Open a `LedgerStore` (or `Ledger`) on the same file; `recipients_with_queued()`
 and `queued_for(name)` give what is still to be delivered (the caller fails
 those addressed to names that are no longer live), `open_requests()` what is
 still awaited.  Requests stay open across restarts; answered and ended ones
-stay closed.
+stay closed.  An agent of an earlier run that will not come back (Emacs
+restarted and did not resume it) is ended with `end_leftovers(agent,
+reason)`, one transaction: the requests asked of it end (each asker gets
+the notice above, with the reason), the requests it asked end (a request
+message still queued fails; the asked agent that already has it gets a
+notice that no reply is needed), and whatever is queued for it fails with
+the reason.
 
 Validation
 ----------
@@ -100,8 +115,9 @@ Threads
 `LedgerStore` is synchronous and owns one connection, usable only on the
 thread that opened it.  `Ledger` is the asyncio facade: it opens the store
 on a dedicated worker thread (`ThreadPoolExecutor(max_workers=1)`) and runs
-every call there, so SQLite never blocks the event loop.  A call whose
-awaiting task is cancelled may still have committed.
+every call there, in groups of up to `MAX_GROUP`, so SQLite never blocks
+the event loop.  A call whose awaiting task is cancelled before the worker
+turns to it is not run; one cancelled later may still have committed.
 """
 
 from __future__ import annotations
@@ -112,8 +128,10 @@ import os
 import re
 import sqlite3
 import stat
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -506,6 +524,25 @@ def _connect(path: Path) -> sqlite3.Connection:
 # --- the store ------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one work of `LedgerStore.run_group` returned, or the error it raised."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+def _outcome(work: Callable[[LedgerStore], Any], store: LedgerStore) -> Outcome:
+    try:
+        return Outcome(value=work(store))
+    except BaseException as err:  # handed to the caller, on its own loop
+        return Outcome(error=err)
+
+
+class _TransactionLost(Exception):
+    """A work of a group ended the group's transaction."""
+
+
 class LedgerStore:
     """The ledger on one SQLite file, synchronous, for one thread."""
 
@@ -562,17 +599,22 @@ class LedgerStore:
         conn = self._conn
         if self._depth:
             name = f"s{self._depth}"
-            conn.execute(f"SAVEPOINT {name}")
             self._depth += 1
             try:
+                conn.execute(f"SAVEPOINT {name}")
                 yield conn
-            except BaseException:
-                conn.execute(f"ROLLBACK TO {name}")
                 conn.execute(f"RELEASE {name}")
+            except BaseException as err:
+                # (A storage error can end the whole transaction: then there
+                # is no savepoint left to roll back to.)
+                if conn.in_transaction:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                if isinstance(err, sqlite3.Error):
+                    raise LedgerError(f"the ledger could not write {self.path}: {err}") from err
                 raise
             finally:
                 self._depth -= 1
-            conn.execute(f"RELEASE {name}")
             return
         self._depth = 1
         try:
@@ -593,6 +635,34 @@ class LedgerStore:
         """Run the calls inside as one transaction: all are committed, or none."""
         with self._write():
             yield self
+
+    def run_group(self, works: Sequence[Callable[[LedgerStore], Any]]) -> list[Outcome]:
+        """Run each of WORKS on this store, all in one transaction: one commit.
+
+        Each work's own writes are savepoints, so a work that fails (a
+        refusal) rolls back only its own changes, and the others' stand.
+        Return each work's `Outcome` once the commit is done; if the commit
+        (or `BEGIN`) fails, every outcome is that `LedgerError`.  If a work
+        ends the transaction itself (SQLite aborts a transaction on some
+        storage errors), the others are run again, each in a transaction
+        of its own.
+        """
+        if len(works) == 1:
+            return [_outcome(works[0], self)]
+        outcomes: list[Outcome] = []
+        try:
+            with self._write() as conn:
+                for work in works:
+                    outcomes.append(_outcome(work, self))
+                    if not conn.in_transaction:
+                        raise _TransactionLost
+        except _TransactionLost:
+            lost = len(outcomes) - 1
+            return ([_outcome(work, self) for work in works[:lost]] + [outcomes[lost]]
+                    + [_outcome(work, self) for work in works[lost + 1:]])
+        except LedgerError as err:
+            return [Outcome(error=LedgerError(str(err))) for _ in works]
+        return outcomes
 
     # -- writes
 
@@ -710,6 +780,49 @@ class LedgerStore:
                 (why, self._clock(), recipient),
             ).fetchall()
         return sorted((_message(row) for row in rows), key=lambda m: m.id)
+
+    def end_leftovers(self, agent: str, reason: str) -> tuple[list[Message], list[Message]]:
+        """End what waits on AGENT, an agent that will not come back, for REASON.
+
+        In one transaction: the open requests asked of AGENT end, and each
+        asker gets a notice; the open requests AGENT asked end too (no reply
+        may reach a later agent of that name): a request message still
+        queued fails, one already delivered gets its agent a notice that no
+        reply is needed; every message still queued for AGENT fails.
+        Return (the notices queued, the messages failed)."""
+        agent = check_name(agent)
+        why = _reason(reason)
+        notices: list[Message] = []
+        with self._write() as conn:
+            now = self._clock()
+            asked_of = conn.execute(
+                "UPDATE requests SET state = 'ended', closed_at = ?"
+                " WHERE asked = ? AND state = 'open' RETURNING n, asker",
+                (now, agent),
+            ).fetchall()
+            for n, asker in sorted(asked_of):
+                text = f"{agent} ended without replying to request R{n} ({why})."
+                notices.append(self._insert(conn, "notice", LISPM, asker, text, n, now))
+            asked_by = conn.execute(
+                "UPDATE requests SET state = 'ended', closed_at = ?"
+                " WHERE asker = ? AND state = 'open' RETURNING n, asked",
+                (now, agent),
+            ).fetchall()
+            ended = [n for n, _asked in asked_by]
+            marks = ", ".join("?" * len(ended))
+            failed = [_message(row) for row in conn.execute(
+                f"UPDATE messages SET state = 'failed', reason = ?, failed_at = ?"
+                f" WHERE state = 'queued' AND (recipient = ?"
+                f" OR (kind = 'request' AND request_n IN ({marks})))"
+                f" RETURNING {_MESSAGE_COLUMNS}",
+                (why, now, agent, *ended),
+            ).fetchall()]
+            unseen = {message.request_id for message in failed if message.kind == "request"}
+            for n, asked in sorted(asked_by):
+                if f"R{n}" not in unseen:
+                    text = f"Request R{n} from {agent} needs no reply any more ({why})."
+                    notices.append(self._insert(conn, "notice", LISPM, asked, text, n, now))
+        return notices, sorted(failed, key=lambda m: m.id)
 
     def _transition(
         self, message_id: int, target: str, allowed: tuple[MessageState, ...],
@@ -865,14 +978,37 @@ def _reason(reason: object) -> str:
 # --- the asyncio facade ---------------------------------------------------------
 
 
+#: The most calls `Ledger` runs in one transaction.
+MAX_GROUP = 256
+
+
+def _answer(answers: list[tuple[asyncio.Future[Any], Outcome]]) -> None:
+    """On the callers' loop: give each caller its outcome (unless it stopped waiting)."""
+    for future, outcome in answers:
+        if future.done():
+            continue
+        if outcome.error is None:
+            future.set_result(outcome.value)
+        else:
+            future.set_exception(outcome.error)
+
+
 class Ledger:
-    """The ledger for the sidecar's asyncio loop: every call runs on one worker thread."""
+    """The ledger for the sidecar's asyncio loop: every call runs on one worker thread.
+
+    Calls that are waiting when the worker turns to them run as one group
+    (`LedgerStore.run_group`): one transaction, one commit, and each call's
+    answer only after that commit.
+    """
 
     def __init__(self, executor: ThreadPoolExecutor, store: LedgerStore) -> None:
         """Use `await Ledger.open(path)` instead."""
         self._executor = executor
         self._store = store
         self._closed = False
+        self._waiting: deque[tuple[Callable[[LedgerStore], Any], asyncio.Future[Any]]] = deque()
+        self._lock = threading.Lock()
+        self._draining = False
 
     @property
     def path(self) -> Path:
@@ -897,18 +1033,48 @@ class Ledger:
         """Return WORK(store), run on the ledger's thread (e.g. several calls in a batch)."""
         if self._closed:
             raise LedgerError("the ledger is closed")
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, partial(work, self._store)
-        )
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiting.append((work, future))
+            if not self._draining:
+                self._draining = True
+                self._executor.submit(self._drain)
+        return await future
+
+    def _drain(self) -> None:
+        """On the worker: run the waiting calls, a group at a time, until none wait."""
+        while True:
+            with self._lock:
+                if not self._waiting:
+                    self._draining = False
+                    return
+                taken = [self._waiting.popleft()
+                         for _ in range(min(MAX_GROUP, len(self._waiting)))]
+            # A call whose caller was cancelled before this is not run.
+            group = [(work, future) for work, future in taken if not future.cancelled()]
+            try:
+                outcomes = self._store.run_group([work for work, _ in group])
+            except BaseException as err:  # a bug here must not leave callers waiting
+                outcomes = [Outcome(error=err)] * len(group)
+            answers = [(future, outcome) for (_, future), outcome
+                       in zip(group, outcomes, strict=True)]
+            # One wake-up of each caller's loop for the whole group.
+            for loop in {future.get_loop() for future, _ in answers}:
+                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                    loop.call_soon_threadsafe(
+                        _answer, [answer for answer in answers if answer[0].get_loop() is loop])
 
     async def close(self) -> None:
-        """Close the store and stop its thread (idempotent)."""
+        """Close the store and stop its thread (idempotent).
+
+        Calls made before are run first; calls made after are refused."""
         if self._closed:
             return
+        self._closed = True
         try:
-            await self.run(LedgerStore.close)
+            # The worker runs jobs in order: the groups already waiting go first.
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
         finally:
-            self._closed = True
             self._executor.shutdown(wait=False)
 
     async def __aenter__(self) -> Ledger:
@@ -942,6 +1108,11 @@ class Ledger:
     async def fail_queued_for(self, recipient: str, reason: str) -> list[Message]:
         """See `LedgerStore.fail_queued_for`."""
         return await self.run(lambda s: s.fail_queued_for(recipient, reason))
+
+    async def end_leftovers(self, agent: str, reason: str,
+                            ) -> tuple[list[Message], list[Message]]:
+        """See `LedgerStore.end_leftovers`."""
+        return await self.run(lambda s: s.end_leftovers(agent, reason))
 
     async def mark_delivered(self, message_id: int) -> Message:
         """See `LedgerStore.mark_delivered`."""

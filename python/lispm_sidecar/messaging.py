@@ -75,3 +75,16 @@ class Messenger:
                 notices.append(await self._ledger.notify(
                     message.sender, f"{name} closed before your message was delivered."))
         self._queued(notices)
+
+    async def forget(self, name: str, reason: str) -> None:
+        """End what an agent NAME of an earlier run left, for REASON: it will
+        not come back, and a later agent of that name is another conversation.
+
+        See `Ledger.end_leftovers`; each sender of a plain message that
+        fails is told, as when an agent closes."""
+        notices, failed = await self._ledger.end_leftovers(name, reason)
+        for message in failed:
+            if message.kind == "message" and message.sender != LISPM:
+                notices.append(await self._ledger.notify(
+                    message.sender, f"Your message to {name} was not delivered: {reason}."))
+        self._queued(notices)

@@ -62,4 +62,5 @@ class TerminalAdapter(KindAdapter):
 
     def watcher(self, agent: Agent, pid: int, session_id: str | None) -> Watcher | None:
         return make_watcher(agent.kind, self.services.inotify, home=self.services.home, pid=pid,
-                            cwd=Path(agent.folder), session_id=session_id or agent.session_id)
+                            cwd=Path(agent.folder), session_id=session_id or agent.session_id,
+                            resumed=agent.resumed)

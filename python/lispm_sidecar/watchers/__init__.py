@@ -27,16 +27,18 @@ __all__ = ["AgentActivity", "ClaudeWatcher", "CodexWatcher", "HermesWatcher", "I
 
 
 def make_watcher(kind: str, inotify: Inotify, *, home: Path, pid: int, cwd: Path,
-                 session_id: str | None) -> Watcher | None:
+                 session_id: str | None, resumed: bool = False) -> Watcher | None:
     """The watcher for an agent of KIND ("claude", "codex" or "hermes"), or
     None for a kind without one.  HOME is the user's home; `$CLAUDE_CONFIG_DIR`,
     `$CODEX_HOME` and `$HERMES_HOME` in the sidecar's environment take precedence.  PID is the
-    terminal's process; SESSION_ID the `--session-id` Claude was started with."""
+    terminal's process; SESSION_ID the `--session-id` Claude was started with,
+    or, RESUMED, the session the CLI was told to resume."""
     environ = dict(os.environ)
     if kind == "claude":
         return ClaudeWatcher(inotify, claude_home_for(home, environ), pid, session_id, cwd)
     if kind == "codex":
         return CodexWatcher(inotify, codex_home_for(home, environ), pid, cwd)
     if kind == "hermes":
-        return HermesWatcher(inotify, hermes_home_for(home, environ), pid, cwd)
+        return HermesWatcher(inotify, hermes_home_for(home, environ), pid, cwd,
+                             resumed_session=session_id if resumed else None)
     return None

@@ -57,6 +57,12 @@ class Watcher(abc.ABC):
         the agent's runtime takes messages safely at any time."""
         return self.activity is AgentActivity.IDLE
 
+    @property
+    def cli_session(self) -> str | None:
+        """The CLI's own id of the conversation, with which it can resume it
+        after a restart; None while there is none to resume."""
+        return None
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Start watching (returns at once; the state follows by events)."""

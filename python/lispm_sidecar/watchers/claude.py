@@ -218,6 +218,11 @@ class ClaudeWatcher(Watcher):
         """The transcript being followed (it may not exist yet)."""
         return self._tail.path if self._tail is not None else None
 
+    @property
+    def cli_session(self) -> str | None:
+        """The session followed, once its transcript exists (`--resume` needs one)."""
+        return (self._bound or self.session_id) if self._has_transcript else None
+
     async def start(self) -> None:
         if self._started:
             return

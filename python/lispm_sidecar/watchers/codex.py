@@ -156,6 +156,11 @@ class CodexWatcher(Watcher):
         """The rollout bound to, or None before the first prompt."""
         return self._tail.path if self._tail is not None else None
 
+    @property
+    def cli_session(self) -> str | None:
+        """The thread id of the rollout followed (`codex resume` takes it)."""
+        return self._thread_id()
+
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:

@@ -99,7 +99,7 @@ class HermesWatcher(Watcher):
     live: ClassVar[list[HermesWatcher]] = []
 
     def __init__(self, inotify: Inotify, hermes_home: Path, root_pid: int, cwd: Path,
-                 launched_at: float | None = None) -> None:
+                 launched_at: float | None = None, resumed_session: str | None = None) -> None:
         super().__init__()
         self.inotify = inotify
         self.hermes_home = Path(hermes_home)
@@ -109,6 +109,9 @@ class HermesWatcher(Watcher):
         started = launched_at if launched_at is not None else process_started_at(root_pid)
         self.launched_at = started if started is not None else time.time()
         self.session_id: str | None = None
+        #: The session `hermes --resume` was given: it was started before
+        #: this terminal, so it is bound by its id, not by its time.
+        self.resumed_session = resumed_session
         self._session_started = 0.0
         self._last_user_row = 0
         self._last: tuple[str | None, str | None] | None = None
@@ -120,6 +123,11 @@ class HermesWatcher(Watcher):
         self._unsubscribe_overflow: Any = None
         #: How many times the database was read.
         self.reads = 0
+
+    @property
+    def cli_session(self) -> str | None:
+        """The session followed (`hermes --resume` takes it)."""
+        return self.session_id
 
     # ------------------------------------------------------------ lifecycle
 
@@ -268,6 +276,12 @@ class HermesWatcher(Watcher):
             after = self._session_started
             ended = row[1] if row is not None else None
         else:
+            if self.resumed_session is not None:
+                row = db.execute("SELECT started_at FROM sessions WHERE id = ?",
+                                 (self.resumed_session,)).fetchone()
+                if row is not None:
+                    self._bind(self.resumed_session, row[0])
+                    return
             after = self.launched_at - _SLACK
             ended = None
         held = self._held_by_others()

@@ -51,6 +51,11 @@ class OpenClawWatcher(Watcher):
         self._on_reached = on_reached
         self._reading: asyncio.Task[None] | None = None
 
+    @property
+    def cli_session(self) -> str | None:
+        """The Gateway's session key: an agent of the same name opens it again."""
+        return self.key
+
     async def start(self) -> None:
         self.openclaw.listen(self.key, self._event)
         self._read_row()
