@@ -16,19 +16,24 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = ROOT / "tests" / "bench"
 
 
+_SIGNS = {"<": "<", "<=": "≤", ">=": "≥"}
+
+
 @dataclass(frozen=True)
 class Target:
-    """An upper bound a metric should stay under (`<`) or at (`<=`)."""
+    """A bound a metric should stay under (`<`) or at (`<=`), or reach (`>=`)."""
 
-    op: Literal["<", "<="]
+    op: Literal["<", "<=", ">="]
     bound: float
 
     def met(self, value: float) -> bool:
         """Return True if VALUE meets this target."""
+        if self.op == ">=":
+            return value >= self.bound
         return value < self.bound if self.op == "<" else value <= self.bound
 
     def __str__(self) -> str:
-        return f"{'≤' if self.op == '<=' else '<'} {self.bound:g}"
+        return f"{_SIGNS[self.op]} {self.bound:g}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ TARGETS: dict[str, Target] = {
     "delivery_latency_median_ms": Target("<=", 50),
     "delivery_latency_p99_ms": Target("<=", 200),
     "delivery_emacs_blocked_ms": Target("<=", 5),
+    "ledger_pairs_per_s": Target(">=", 5000),
     "ledger_recovery_100k_s": Target("<=", 1),
     "watcher_200mb_vs_1mb_ratio": Target("<=", 1.2),
     "watcher_idle_cpu_percent_50_agents": Target("<", 1),
@@ -107,7 +113,8 @@ def plain(
     async def run(context: Context) -> list[Metric]:
         result = await asyncio.to_thread(function)
         return [
-            Metric(key, float(metric["value"]), str(metric["unit"]), (targets or {}).get(key))
+            Metric(key, float(metric["value"]), str(metric["unit"]), (targets or {}).get(key),
+                   str(metric.get("note", "")))
             for key, metric in result.items()
         ]
 

@@ -30,6 +30,7 @@ from lispm_sidecar.ledger import (
     Ledger,
     LedgerError,
     LedgerStore,
+    Message,
     NotAsked,
     RequestClosed,
     SelfRequest,
@@ -708,3 +709,245 @@ async def test_async_facade_does_not_block_the_loop(path: Path) -> None:
         assert len(during) >= 20
     with LedgerStore(path) as store:
         assert len(store.queued_for("codex")) == 1000
+
+
+# --- group commit ---------------------------------------------------------------
+
+
+class Worker:
+    """Holds the ledger's worker thread until released, so that calls made meanwhile wait."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.task: asyncio.Task[object] | None = None
+
+    async def __aenter__(self) -> Worker:
+        def hold(store: LedgerStore) -> None:
+            self.started.set()
+            assert self.release.wait(30)
+
+        self.task = asyncio.create_task(self.ledger.run(hold))
+        assert await asyncio.to_thread(self.started.wait, 10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 10)
+
+
+async def until(predicate: Callable[[], bool], what: str, seconds: float = 10) -> None:
+    """Yield to the loop until PREDICATE holds; fail after SECONDS."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0)
+
+
+async def queued_behind(ledger: Ledger, calls: int) -> None:
+    """Wait until CALLS calls wait for the (held) worker."""
+    await until(lambda: len(ledger._waiting) >= calls, f"{calls} waiting calls")
+
+
+def count_commits(store: LedgerStore) -> list[str]:
+    """Trace STORE's connection; return the list its COMMITs are appended to."""
+    commits: list[str] = []
+    store._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    return commits
+
+
+async def test_calls_that_wait_together_share_one_commit(path: Path) -> None:
+    async with await Ledger.open(path) as ledger:
+        commits = await ledger.run(count_commits)
+        async with Worker(ledger):
+            sends = [asyncio.create_task(ledger.send("claude", "codex", f"m{i}"))
+                     for i in range(50)]
+            await queued_behind(ledger, 50)
+        sent = await asyncio.wait_for(asyncio.gather(*sends), 30)
+        assert commits == ["COMMIT"]
+        assert [m.text for m in sent] == [f"m{i}" for i in range(50)]
+        # One call alone is its own transaction, as before.
+        await ledger.send("claude", "codex", "alone")
+        assert commits == ["COMMIT", "COMMIT"]
+    assert counts(path) == (51, 0)
+
+
+async def test_a_refusal_in_a_group_undoes_only_itself(path: Path) -> None:
+    def send_then_fail(store: LedgerStore) -> None:
+        with store.batch():
+            store.send("claude", "codex", "never")
+            raise RuntimeError("abort")
+
+    async with await Ledger.open(path) as ledger:
+        asked = await ledger.ask("claude", "codex", "q")
+        commits = await ledger.run(count_commits)
+        async with Worker(ledger):
+            calls = [
+                ledger.send("claude", "codex", "first"),
+                ledger.reply("claude", asked.id, "not asked of me"),
+                ledger.run(send_then_fail),
+                ledger.reply("codex", asked.id, "the answer"),
+                ledger.reply("codex", asked.id, "a second answer"),
+                ledger.send("codex", "claude", "last"),
+            ]
+            results = asyncio.gather(*calls, return_exceptions=True)
+            await queued_behind(ledger, 6)
+        first, not_asked, failed, answer, second, last = await asyncio.wait_for(results, 30)
+        assert commits == ["COMMIT"]
+        assert isinstance(not_asked, NotAsked) and isinstance(second, RequestClosed)
+        assert isinstance(failed, RuntimeError)
+        assert isinstance(first, Message) and isinstance(answer, Message)
+        assert isinstance(last, Message)
+    with LedgerStore(path) as store:
+        assert store.request(asked.id).state == "answered"
+        assert [m.text for m in store.entries()] == ["last", "the answer", "first", "q"]
+
+
+async def test_nobody_is_told_before_the_commit(path: Path) -> None:
+    """Each caller resumes only when another connection can see its change."""
+    seen: list[bool] = []
+
+    async def send(i: int) -> None:
+        message = await ledger.send("claude", "codex", f"m{i}")
+        conn = sqlite3.connect(path)
+        try:
+            seen.append(conn.execute("SELECT count(*) FROM messages WHERE id = ?",
+                                     (message.id,)).fetchone() == (1,))
+        finally:
+            conn.close()
+
+    async with await Ledger.open(path) as ledger:
+        async with Worker(ledger):
+            group = asyncio.gather(*(send(i) for i in range(20)))
+            await queued_behind(ledger, 20)
+        await asyncio.wait_for(group, 30)
+        await asyncio.wait_for(asyncio.gather(*(send(i) for i in range(20, 100))), 30)
+    assert seen == [True] * 100
+
+
+async def test_a_failed_begin_fails_the_whole_group(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("lispm_sidecar.ledger._BUSY_TIMEOUT_MS", 50)
+    async with await Ledger.open(path) as ledger:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        try:
+            async with Worker(ledger):
+                sends = asyncio.gather(*(ledger.send("claude", "codex", f"m{i}") for i in range(3)),
+                                       return_exceptions=True)
+                await queued_behind(ledger, 3)
+                blocker.execute("BEGIN IMMEDIATE")
+            results = await asyncio.wait_for(sends, 30)
+            assert all(isinstance(r, LedgerError) and "could not write" in str(r)
+                       for r in results), results
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        assert counts(path) == (0, 0)
+        assert (await ledger.send("claude", "codex", "after")).text == "after"
+
+
+async def test_a_call_that_ends_the_transaction_leaves_the_others_theirs(path: Path) -> None:
+    def rollback(store: LedgerStore) -> None:
+        store._conn.execute("ROLLBACK")
+
+    async with await Ledger.open(path) as ledger:
+        async with Worker(ledger):
+            calls = asyncio.gather(ledger.send("claude", "codex", "before"), ledger.run(rollback),
+                                   ledger.send("claude", "codex", "after"),
+                                   return_exceptions=True)
+            await queued_behind(ledger, 3)
+        before, rolled_back, after = await asyncio.wait_for(calls, 30)
+        assert isinstance(before, Message) and isinstance(after, Message)
+        assert rolled_back is None
+    with LedgerStore(path) as store:
+        assert [m.text for m in store.queued_for("codex")] == ["before", "after"]
+
+
+async def test_a_call_cancelled_before_the_worker_turns_to_it_is_not_run(path: Path) -> None:
+    async with await Ledger.open(path) as ledger:
+        async with Worker(ledger):
+            cancelled = asyncio.create_task(ledger.send("claude", "codex", "cancelled"))
+            kept = asyncio.create_task(ledger.send("claude", "codex", "kept"))
+            await queued_behind(ledger, 2)
+            cancelled.cancel()
+        assert (await asyncio.wait_for(kept, 30)).text == "kept"
+        assert cancelled.cancelled()
+        assert [m.text for m in await ledger.queued_for("codex")] == ["kept"]
+
+
+async def test_close_runs_what_waits_and_refuses_what_comes_after(path: Path) -> None:
+    ledger = await Ledger.open(path)
+    async with Worker(ledger):
+        waiting = asyncio.gather(*(ledger.send("claude", "codex", f"m{i}") for i in range(5)))
+        await queued_behind(ledger, 5)
+        closing = asyncio.create_task(ledger.close())
+        await until(lambda: ledger._closed, "the ledger closing")
+        with pytest.raises(LedgerError, match="closed"):
+            await ledger.send("claude", "codex", "late")
+    assert len(await asyncio.wait_for(waiting, 30)) == 5
+    await asyncio.wait_for(closing, 30)
+    assert counts(path) == (5, 0)
+
+
+ASYNC_CHILD = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    sys.path.insert(0, sys.argv[1])
+    from lispm_sidecar.ledger import Ledger
+
+    async def converse(ledger, k):
+        asker, asked = f"agent-{k}", f"agent-{k + 1}"
+        i = 0
+        while True:
+            i += 1
+            request = await ledger.ask(asker, asked, f"question {k}.{i}")
+            print("asked", request.id, flush=True)
+            await ledger.reply(asked, request.id, f"answer {k}.{i}")
+            print("answered", request.id, flush=True)
+            message = await ledger.send(asked, asker, f"note {k}.{i}")
+            print("sent", message.id, flush=True)
+
+    async def main():
+        ledger = await Ledger.open(sys.argv[2])
+        await asyncio.gather(*(converse(ledger, k) for k in range(20)))
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_group_commits_survive_sigkill_mid_run(path: Path) -> None:
+    """What the facade reported, 20 conversations at once, is there after a SIGKILL."""
+    proc = subprocess.Popen([sys.executable, "-c", ASYNC_CHILD, str(PYTHON_DIR), str(path)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while len(lines) < 1500:
+        line = proc.stdout.readline()
+        assert line, "the child ended early"
+        lines.append(line.strip())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    lines += proc.stdout.read().splitlines()
+    proc.stdout.close()
+    asked = {line.split()[1] for line in lines if line.startswith("asked")}
+    answered = {line.split()[1] for line in lines if line.startswith("answered")}
+    sent = {int(line.split()[1]) for line in lines if line.startswith("sent")}
+    assert len(asked) >= 500
+    with LedgerStore(path) as store:
+        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        # What was reported is there (a group's answers are printed one by one,
+        # so the kill may fall after a commit and before some of its lines).
+        for request_id in asked:
+            assert store.request(request_id).state in (
+                ("answered",) if request_id in answered else ("open", "answered"))
+        for message_id in sent:
+            assert store.message(message_id).text.startswith("note")
+        numbers = [r[0] for r in store._conn.execute("SELECT n FROM requests ORDER BY n")]
+        assert numbers == list(range(1, len(numbers) + 1))
+        assert store.ask("claude", "codex", "after").number == len(numbers) + 1
