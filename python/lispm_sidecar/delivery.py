@@ -12,8 +12,14 @@ daemon, to the daemon directly (Holon's `DaemonHandover`, OpenClaw's
 `GatewayHandover`).  Everything here is driven by events —
 the watcher's callbacks and new messages — with one exception: when Emacs
 answers that the CLI shows a dialog a paste would answer (`NotNow`), the
-message goes back to the head of the queue and is tried again a second
-later, as a dialog's closing shows only on the screen.
+message is tried again a second later, as a dialog's closing shows only
+on the screen.  Nothing was pasted, so the message keeps its claim in the
+ledger (`delivered`, one attempt) and stays at the head of the queue, held
+in memory: the retries write nothing to the ledger and add no attempts.
+If the queue stops while it holds such a message, the message goes back
+to `queued` (the paste did not happen); if the sidecar dies meanwhile,
+it stays `delivered` without a pickup, as any claim whose paste is not
+known to have happened (at most once).
 """
 
 from __future__ import annotations
@@ -102,6 +108,8 @@ class DeliveryQueue:
         self._watcher: Watcher | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: The claimed message whose paste Emacs refused (NotNow), to try again.
+        self._refused: Message | None = None
 
     @property
     def activity(self) -> AgentActivity:
@@ -114,12 +122,17 @@ class DeliveryQueue:
         self.wake()
 
     async def stop(self) -> None:
-        """Stop delivering (what is queued stays queued in the ledger)."""
+        """Stop delivering (what is queued stays queued in the ledger).
+
+        A message whose paste was refused goes back to the queue."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._refused is not None:
+            refused, self._refused = self._refused, None
+            await self._ledger.requeue(refused.id)
 
     def attach(self, watcher: Watcher) -> None:
         """Follow WATCHER, which reads the agent's own records."""
@@ -137,8 +150,9 @@ class DeliveryQueue:
 
     async def _count(self) -> list[Message]:
         queued = await self._ledger.queued_for(self.name)
-        if len(queued) != self.queued:
-            self.queued = len(queued)
+        waiting = len(queued) + (self._refused is not None)
+        if waiting != self.queued:
+            self.queued = waiting
             self._on_change(self)
         return queued
 
@@ -156,30 +170,39 @@ class DeliveryQueue:
     async def _deliver_while_idle(self) -> None:
         while True:
             queued = await self._count()
-            if not queued or self._watcher is None or not self._watcher.accepts_delivery():
+            if self._refused is None and not queued:
                 return
-            if not await self._deliver(queued[0]):
+            if self._watcher is None or not self._watcher.accepts_delivery():
+                return
+            if not await self._deliver(self._refused or queued[0]):
                 return
 
     async def _deliver(self, message: Message) -> bool:
         """Hand MESSAGE over; False if the agent could not take it just now."""
         assert self._watcher is not None
         prompts_before = self._watcher.prompts_seen
-        # At most once: the durable claim comes before the paste, so a crash
-        # in between loses a paste (visibly: delivered, never picked up)
-        # rather than pasting it twice after a restart.
-        await self._ledger.mark_delivered(message.id)
-        await self._count()
+        retry = self._refused is not None
+        if not retry:
+            # At most once: the durable claim comes before the paste, so a
+            # crash in between loses a paste (visibly: delivered, never
+            # picked up) rather than pasting it twice after a restart.
+            await self._ledger.mark_delivered(message.id)
+            await self._count()
+        # From here the paste may happen: if this is cancelled, the claim stands.
+        self._refused = None
         try:
             confirmed = await self._handover.hand_over(self.name, self.instance, message,
                                                        sanitize(self._render(message)))
         except NotNow as err:
-            # Nothing was pasted: the message goes back to the head of the
-            # queue.  A dialog's closing is seen only on the screen, which
-            # sends no event, so look again in a moment.
-            log.info("%s cannot take message %d yet: %s", self.name, message.id, err)
-            await self._ledger.requeue(message.id)
-            await self._count()
+            # Nothing was pasted: the message keeps its claim and its place.
+            # A dialog's closing is seen only on the screen, which sends no
+            # event, so look again in a moment.
+            (log.debug if retry else log.info)(
+                "%s cannot take message %d yet: %s", self.name, message.id, err)
+            self._refused = message
+            if not retry:
+                self.queued += 1  # it waits again
+                self._on_change(self)
             asyncio.get_running_loop().call_later(NOT_NOW_RETRY, self.wake)
             return False
         except LispmError as err:

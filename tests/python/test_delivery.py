@@ -7,7 +7,8 @@ CLI's records would, and hands messages to a recorder instead of Emacs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,20 @@ import pytest
 from lispm_sidecar import delivery
 from lispm_sidecar.delivery import DeliveryQueue, render
 from lispm_sidecar.errors import LispmError, NotNow
-from lispm_sidecar.ledger import Ledger, Message
+from lispm_sidecar.ledger import Ledger, LedgerStore, Message
 from lispm_sidecar.watchers import AgentActivity, Watcher
 
 
 class SetWatcher(Watcher):
-    """A watcher whose activity and prompts the test sets."""
+    """A watcher whose activity and prompts the test sets; it counts how often
+    the queue asked it whether the agent takes a message."""
 
     kind = "test"
+    consulted = 0
+
+    def accepts_delivery(self) -> bool:
+        self.consulted += 1
+        return super().accepts_delivery()
 
     async def start(self) -> None:
         return None
@@ -47,6 +54,7 @@ class Recorder:
         self.states_during: list[str] = []
         self.fail_next = False
         self.not_now = 0
+        self.refused = 0
         self.confirms = False
         self.given = asyncio.Event()
 
@@ -56,6 +64,7 @@ class Recorder:
             raise LispmError("the terminal is gone")
         if self.not_now:
             self.not_now -= 1
+            self.refused += 1
             raise NotNow("codex shows a confirmation dialog")
         queued = await self.ledger.entries(10, name)
         self.states_during.append(queued[0].state)
@@ -71,9 +80,43 @@ async def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     await store.close()
 
 
-async def settle() -> None:
-    for _ in range(20):
+async def until(check: Callable[[], bool | Awaitable[bool]], what: str,
+                seconds: float = 5) -> None:
+    """Return once CHECK holds (it may be a coroutine function); fail after SECONDS."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+async def looked(watcher: SetWatcher, since: int) -> None:
+    """Wait until the queue has asked WATCHER again since it had asked SINCE times:
+    it has seen the state set before (and acted on it, if it could)."""
+    await until(lambda: watcher.consulted > since, "the queue to look at the watcher")
+
+
+def waits_for_pickup(watcher: SetWatcher) -> bool:
+    """Whether the queue follows WATCHER twice: once as ever, once for a pickup."""
+    return len(watcher._subscribers) == 2
+
+
+async def states(ledger: Ledger) -> list[str]:
+    """The states of codex's messages, newest first."""
+    return [e.state for e in await ledger.entries(10, "codex")]
+
+
+async def _failed(ledger: Ledger) -> bool:
+    return await states(ledger) == ["failed"]
+
+
+async def _all_picked_up(ledger: Ledger) -> bool:
+    return await states(ledger) == ["picked_up", "picked_up"]
 
 
 async def make_queue(ledger: Ledger) -> tuple[DeliveryQueue, SetWatcher, Recorder]:
@@ -91,8 +134,9 @@ async def test_nothing_goes_in_unless_the_agent_is_idle(ledger: Ledger) -> None:
     queue.wake()
     for activity in (AgentActivity.UNKNOWN, AgentActivity.BUSY,
                      AgentActivity.WAITING_FOR_APPROVAL):
+        since = watcher.consulted
         watcher.set(activity)
-        await settle()
+        await looked(watcher, since)
         assert recorder.texts == [], activity
     assert queue.queued == 1
     watcher.set(AgentActivity.IDLE)
@@ -107,20 +151,21 @@ async def test_one_message_per_pickup_in_order(ledger: Ledger) -> None:
         await ledger.send("claude", "codex", text)
     watcher.set(AgentActivity.IDLE)
     await asyncio.wait_for(recorder.given.wait(), 5)
-    await settle()
+    await until(lambda: waits_for_pickup(watcher), "the wait for the pickup")
     # The first is in; the next waits for the CLI to record it and go idle again.
     assert recorder.texts == ["[Message from claude]\none"]
+    since = watcher.consulted
     watcher.set(AgentActivity.BUSY, prompts=1)
-    await settle()
+    await looked(watcher, since)
     assert len(recorder.texts) == 1
+    assert await states(ledger) == ["queued", "queued", "picked_up"]
     watcher.set(AgentActivity.IDLE)
-    await settle()
+    await until(lambda: len(recorder.texts) == 2, "the second message")
     watcher.set(AgentActivity.BUSY, prompts=1)
     watcher.set(AgentActivity.IDLE)
-    await settle()
+    await until(lambda: len(recorder.texts) == 3, "the third message")
     assert [t.split("\n")[1] for t in recorder.texts] == ["one", "two", "three"]
-    states = [e.state for e in await ledger.entries(10, "codex")]
-    assert states[1:] == ["picked_up", "picked_up"]
+    assert (await states(ledger))[1:] == ["picked_up", "picked_up"]
     await queue.stop()
 
 
@@ -140,7 +185,7 @@ async def test_unconfirmed_pickup_moves_on_after_the_timeout(
     await ledger.send("claude", "codex", "first")
     await ledger.send("claude", "codex", "second")
     watcher.set(AgentActivity.IDLE)
-    await asyncio.sleep(0.6)
+    await until(lambda: len(recorder.texts) == 2, "the second message")
     assert [t.split("\n")[1] for t in recorder.texts] == ["first", "second"]
     assert {e.state for e in await ledger.entries(10, "codex")} == {"delivered"}
     await queue.stop()
@@ -151,30 +196,58 @@ async def test_a_failed_hand_over_is_recorded_and_not_retried(ledger: Ledger) ->
     recorder.fail_next = True
     await ledger.send("claude", "codex", "lost")
     watcher.set(AgentActivity.IDLE)
-    await settle()
+    await until(lambda: _failed(ledger), "the failure in the ledger")
     [entry] = await ledger.entries(10, "codex")
     assert (entry.state, entry.reason) == ("failed", "the terminal is gone")
     assert recorder.texts == []
     await queue.stop()
 
 
-async def test_a_dialog_on_screen_puts_the_message_back_until_it_closes(
+def count_writes(store: LedgerStore) -> list[str]:
+    """Trace STORE's connection; return the list its writing statements go to."""
+    writes: list[str] = []
+    store._conn.set_trace_callback(
+        lambda sql: writes.append(sql) if sql.split()[0] in ("INSERT", "UPDATE", "DELETE")
+        else None)
+    return writes
+
+
+async def test_a_dialog_on_screen_holds_the_message_until_it_closes(
         ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(delivery, "NOT_NOW_RETRY", 0.3)
+    monkeypatch.setattr(delivery, "NOT_NOW_RETRY", 0.05)
     queue, watcher, recorder = await make_queue(ledger)
-    recorder.not_now = 2
-    await ledger.send("claude", "codex", "after the dialog")
+    recorder.not_now = 5
+    sent = await ledger.send("claude", "codex", "after the dialog")
+    writes = await ledger.run(count_writes)
     watcher.set(AgentActivity.IDLE)
-    await settle()
-    # Refused, so back in the queue: not delivered, not failed, not lost.
+    await until(lambda: recorder.refused >= 1, "the first refusal")
+    # Refused: still claimed (nothing was pasted), still waiting, not failed, not lost.
     assert recorder.texts == []
-    [entry] = await ledger.entries(10, "codex")
-    assert entry.state == "queued" and queue.queued == 1
+    entry = await ledger.message(sent.id)
+    assert (entry.state, entry.attempts) == ("delivered", 1)
+    assert queue.queued == 1
     # Tried again with no event from the watcher, until the dialog is gone.
     await asyncio.wait_for(recorder.given.wait(), 5)
     assert recorder.texts == ["[Message from claude]\nafter the dialog"]
-    assert recorder.not_now == 0
+    assert recorder.refused == 5
+    # One claim for five refusals and the paste: the retries wrote nothing.
+    assert len(writes) == 1 and writes[0].startswith("UPDATE messages SET state = 'delivered'")
+    assert (await ledger.message(sent.id)).attempts == 1
     await queue.stop()
+
+
+async def test_stopping_with_a_refused_message_puts_it_back(
+        ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "NOT_NOW_RETRY", 0.05)
+    queue, watcher, recorder = await make_queue(ledger)
+    recorder.not_now = 1000
+    sent = await ledger.send("claude", "codex", "the dialog stays")
+    watcher.set(AgentActivity.IDLE)
+    await until(lambda: recorder.refused >= 2, "a retry")
+    await queue.stop()
+    # The paste never happened: queued again, for the next run (or to fail).
+    assert (await ledger.message(sent.id)).state == "queued"
+    assert recorder.texts == []
 
 
 async def test_a_confirmed_hand_over_is_picked_up_at_once(ledger: Ledger) -> None:
@@ -183,7 +256,7 @@ async def test_a_confirmed_hand_over_is_picked_up_at_once(ledger: Ledger) -> Non
     for text in ("one", "two"):
         await ledger.send("claude", "codex", text)
     watcher.set(AgentActivity.IDLE)
-    await settle()
+    await until(lambda: _all_picked_up(ledger), "both picked up")
     # No prompt in the agent's records needed: both went in, in order.
     assert [t.split("\n")[1] for t in recorder.texts] == ["one", "two"]
     assert {e.state for e in await ledger.entries(10, "codex")} == {"picked_up"}
