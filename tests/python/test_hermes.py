@@ -311,6 +311,49 @@ async def until(predicate: Any, what: str, seconds: float = 5) -> None:
         await asyncio.sleep(0.01)
 
 
+async def read_since(watcher: HermesWatcher, reads: int) -> None:
+    """Wait until WATCHER has read its database since it had read it READS times."""
+    await until(lambda: watcher.reads > reads and getattr(watcher, "_reading", None) is None,
+                "a read of state.db")
+
+
+async def test_a_locked_database_does_not_stall_the_loop(tmp_path: Path) -> None:
+    home, folder = tmp_path / "hermes", tmp_path / "project"
+    home.mkdir()
+    folder.mkdir()
+    locker = sqlite3.connect(home / "state.db", isolation_level=None)  # not WAL: readers wait
+    locker.executescript(SCHEMA)
+    loop = asyncio.get_running_loop()
+    lags: list[float] = []
+
+    async def probe() -> None:
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append(loop.time() - before - 0.01)
+
+    with Inotify() as inotify:
+        watcher = HermesWatcher(inotify, home, os.getpid(), folder, launched_at=time.time() - 1)
+        await watcher.start()
+        try:
+            locker.execute("BEGIN EXCLUSIVE")
+            reads = watcher.reads
+            lagging = asyncio.create_task(probe())
+            await until(lambda: bool(lags), "the probe")
+            started = loop.time()
+            watcher._refresh()  # as a write to state.db makes it
+            await until(lambda: watcher.reads > reads
+                        and getattr(watcher, "_reading", None) is None, "the read", 10)
+            took = loop.time() - started
+            lagging.cancel()
+            locker.execute("ROLLBACK")
+        finally:
+            await watcher.stop()
+            locker.close()
+    assert took >= 0.9  # SQLite waited out its busy timeout: the read was held up
+    assert max(lags) < 0.1, max(lags)
+
+
 async def test_watcher_binds_follows_new_and_reads_idle(tmp_path: Path) -> None:
     home, folder, other = tmp_path / "hermes", tmp_path / "project", tmp_path / "elsewhere"
     folder.mkdir()
@@ -322,10 +365,11 @@ async def test_watcher_binds_follows_new_and_reads_idle(tmp_path: Path) -> None:
             assert watcher.activity is AgentActivity.UNKNOWN  # no database yet
             fake = FakeHermes(home)
             # Another folder's Hermes does not bind.
+            reads = watcher.reads
             foreign = fake.session(other)
             fake.message(foreign, "user")
             fake.message(foreign, "assistant", "stop")
-            await asyncio.sleep(0.2)
+            await read_since(watcher, reads)
             assert (watcher.session_id, watcher.activity) == (None, AgentActivity.UNKNOWN)
             # The first message of this terminal's session: bound, busy.
             sid = fake.session(folder)
@@ -333,9 +377,10 @@ async def test_watcher_binds_follows_new_and_reads_idle(tmp_path: Path) -> None:
             await until(lambda: watcher.session_id == sid, "binding")
             await until(lambda: watcher.activity is AgentActivity.BUSY, "busy")
             assert watcher.prompts_seen == 1
+            reads = watcher.reads
             fake.message(sid, "assistant", "tool_calls")
             fake.message(sid, "tool")
-            await asyncio.sleep(0.1)
+            await read_since(watcher, reads)
             assert watcher.activity is AgentActivity.BUSY
             fake.message(sid, "assistant", "stop")
             await until(lambda: watcher.activity is AgentActivity.IDLE, "idle")

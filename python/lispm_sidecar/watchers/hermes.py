@@ -29,6 +29,12 @@ to `state.db` or its `-wal` file (several events in one loop turn cost one
 read), and twice more shortly after the last write of a burst, because a
 WAL commit becomes visible only when SQLite updates its memory-mapped
 `-shm` index, which inotify cannot see.  No polling.
+
+Every read runs on one thread that all Hermes watchers share (so two
+watchers never bind a session at the same time), never on the event loop:
+a database another process keeps locked makes SQLite wait up to its 1 s
+busy timeout, which must not stall the sidecar.  A read asked for while
+one runs is made once more after it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import logging
 import os
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,6 +61,8 @@ _EVENTS = IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM
 SETTLE = (0.05, 0.3)
 #: Slack for clocks and rounding when comparing launch and session times.
 _SLACK = 2.0
+#: The thread every watcher's database work runs on.
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lispm-hermes")
 
 
 def hermes_home_for(home: Path, environ: dict[str, str] | None = None) -> Path:
@@ -123,6 +132,8 @@ class HermesWatcher(Watcher):
         self._unsubscribe_overflow: Any = None
         #: How many times the database was read.
         self.reads = 0
+        self._reading: asyncio.Task[None] | None = None
+        self._read_again = False
 
     @property
     def cli_session(self) -> str | None:
@@ -141,6 +152,9 @@ class HermesWatcher(Watcher):
                              on_ready=self._schedule)
         self._dir.start()
         self._refresh()
+        if self._reading is not None:
+            # The first state, read off the loop (this waits; the loop does not).
+            await asyncio.wait({self._reading})
 
     async def stop(self) -> None:
         self._started = False
@@ -155,6 +169,8 @@ class HermesWatcher(Watcher):
         for handle in self._settle:
             handle.cancel()
         self._settle = []
+        if self._reading is not None:
+            self._reading.cancel()  # its thread finishes the read; the result is dropped
         self._close()
 
     def describe(self) -> dict[str, Any]:
@@ -201,6 +217,10 @@ class HermesWatcher(Watcher):
     # -------------------------------------------------------------- database
 
     def _close(self) -> None:
+        """Close the database, on the reading thread (after a read under way)."""
+        _READER.submit(self._close_now)
+
+    def _close_now(self) -> None:
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
@@ -220,19 +240,41 @@ class HermesWatcher(Watcher):
         return self._db
 
     def _refresh(self) -> None:
+        """Read the database on the reading thread, then recompute the state."""
+        if self._reading is not None:
+            self._read_again = True
+        else:
+            self._reading = asyncio.get_running_loop().create_task(
+                self._read_off_loop(), name=f"hermes-read:{self.root_pid}")
+
+    async def _read_off_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                self._read_again = False
+                prompts = await loop.run_in_executor(_READER, self._read_now)
+                if not self._started:
+                    return
+                if prompts is not None:
+                    self._recompute(prompts)
+                if not self._read_again:
+                    return
+        finally:
+            self._reading = None
+
+    def _read_now(self) -> int | None:
+        """On the reading thread: the new prompts, or None if the read failed."""
         db = self._connection()
         if db is None:
-            self._recompute()
-            return
+            return 0
         self.reads += 1
         try:
-            prompts = self._read(db)
+            return self._read(db)
         except sqlite3.Error as err:
             # Not written completely yet (a fresh file), or locked for a moment.
             log.info("cannot read %s: %s", self.db_path, err)
-            self._close()
-            return
-        self._recompute(prompts)
+            self._close_now()
+            return None
 
     def _read(self, db: sqlite3.Connection) -> int:
         self._follow(db)
@@ -251,7 +293,7 @@ class HermesWatcher(Watcher):
         return prompts
 
     def _held_by_others(self) -> set[str]:
-        return {w.session_id for w in HermesWatcher.live
+        return {w.session_id for w in list(HermesWatcher.live)
                 if w is not self and w.session_id is not None}
 
     def _belongs_to_later(self, started: float) -> bool:
@@ -259,7 +301,7 @@ class HermesWatcher(Watcher):
         this folder launched after this one (and before the session)."""
         return any(w is not self and w.cwd == self.cwd and w.session_id is None
                    and self.launched_at < w.launched_at <= started + _SLACK
-                   for w in HermesWatcher.live)
+                   for w in list(HermesWatcher.live))
 
     def _follow(self, db: sqlite3.Connection) -> None:
         """Bind to this terminal's session, or move to its successor."""
