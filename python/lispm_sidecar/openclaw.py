@@ -17,7 +17,10 @@ the sidecar holds one WebSocket per Gateway (`openclaw_gateway.py`) and:
   as `mcp.servers.lispm_<emacs pid>_<name>` (the stdio bridge, pointed at
   the agent's own server), switched off globally and on for this session
   alone through the session's tool overrides; it is removed again when
-  the agent stops.  Both are hot changes: the Gateway does not restart;
+  the agent stops.  Both are hot changes: the Gateway does not restart.
+  LispM's config changes go one at a time, and when its last session
+  there closes the user's file is given back as it was
+  (`openclaw_config.py`);
 - hands messages over while the session is idle, with the Gateway's
   `agent` request (`GatewayHandover`), which runs a message as a turn of
   its own, after any run that starts meanwhile: it never steers into a
@@ -65,6 +68,8 @@ GATEWAY_START_TIMEOUT = 90.0
 #: Tries of one change to the Gateway's config that another writer made stale.
 CONFIG_CHANGE_ATTEMPTS = 5
 CONFIG_CHANGE_TIMEOUT = 60.0
+#: How long the Gateway may take to notice a config file LispM wrote itself.
+CONFIG_RELOAD_TIMEOUT = 10.0
 _ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
@@ -226,6 +231,9 @@ class OpenClaw:
         self._connecting: asyncio.Lock = asyncio.Lock()
         #: LispM's own changes to the Gateway's config, one at a time.
         self._config_lock: asyncio.Lock = asyncio.Lock()
+        #: Set by the Gateway's `config.changed` event, which says its hash.
+        self._config_changed = asyncio.Event()
+        self._config_hash: str | None = None
         #: The Gateway this sidecar started, or adopted from a sidecar that died.
         self._managed: asyncio.subprocess.Process | None = None
         self._managed_pid: int | None = None
@@ -373,6 +381,11 @@ class OpenClaw:
             return
 
     def _event(self, event: str, payload: dict[str, Any]) -> None:
+        if event == "config.changed":
+            hash_ = payload.get("hash")
+            self._config_hash = hash_ if isinstance(hash_, str) else None
+            self._config_changed.set()
+            return
         key = payload.get("sessionKey")
         if not isinstance(key, str):
             return
@@ -476,11 +489,17 @@ class OpenClaw:
         `tools.toolSearch`: if the user left it unset, LispM sets it to false
         while its sessions have servers there; a value the user chose is left
         alone."""
+        snapshot = False
+
         def plan(current: dict[str, Any]) -> _ConfigChange:
+            nonlocal snapshot
             path, record = self._load_record(current)
-            if record is None:
+            # A snapshot is taken anew on each try: a `config.get` refused as
+            # stale may have been the Gateway's cached answer.
+            if record is None or snapshot:
                 record = oc_config.ConfigRecord.snapshot(
                     Path(self._record_path(current)[0]), current)
+                snapshot = True
             patch: dict[str, Any] = {"mcp": {"servers": {server: entry}}}
             setting = oc_config.tool_search(oc_config.source_of(current))
             if setting is None:
@@ -507,13 +526,16 @@ class OpenClaw:
         source = oc_config.source_of(current)
         gone = set(servers) | set(oc_config.dead_servers(source))
         left = [s for s in oc_config.lispm_servers(source) if s not in gone]
-        if not left and record is not None and record.clean \
-                and current.get("hash") == record.hash:
-            size = await asyncio.to_thread(_file_size, Path(record.path))
-            if oc_config.restorable(record, size):
+        if not left and record is not None:
+            data = await asyncio.to_thread(oc_config.read_bytes, Path(record.path))
+            if record.unchanged(current.get("hash"), data) \
+                    and oc_config.restorable(record, len(data or b"")):
+                self._config_changed.clear()
+                self._config_hash = None
                 await asyncio.to_thread(oc_config.restore, record)
                 await asyncio.to_thread(oc_config.forget, path)
                 log.info("openclaw: gave %s back as it was", record.path)
+                await self._reloaded(record.hash)
                 return
 
         def plan(current: dict[str, Any]) -> _ConfigChange | None:
@@ -526,6 +548,19 @@ class OpenClaw:
                 last and record is not None) else None
 
         await self._change_config(client, plan, current)
+
+    async def _reloaded(self, old_hash: str | None) -> None:
+        """Wait until the Gateway has taken the file LispM wrote itself (its
+        `config.changed` event, with another hash than OLD_HASH): until then
+        its `config.get` gives the file as it was."""
+        try:
+            async with asyncio.timeout(CONFIG_RELOAD_TIMEOUT):
+                while self._config_hash in (None, old_hash):
+                    await self._config_changed.wait()
+                    self._config_changed.clear()
+        except TimeoutError:
+            log.warning("openclaw: the Gateway did not reload its config in %g s",
+                        CONFIG_RELOAD_TIMEOUT)
 
     async def _change_config(self, client: GatewayClient,
                              plan: Callable[[dict[str, Any]], _ConfigChange | None],
@@ -602,15 +637,9 @@ class _ConfigChange:
         if self.record is None:
             return
         after = result.get("hash")
-        self.record.note_change(before, after if isinstance(after, str) else None)
+        self.record.note_change(before, after if isinstance(after, str) else None,
+                                oc_config.read_bytes(Path(self.record.path)))
         oc_config.write_record(self.record_path, self.record)
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 

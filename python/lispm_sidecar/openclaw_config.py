@@ -129,6 +129,8 @@ class ConfigRecord:
     hash: str | None
     #: LispM set `tools.toolSearch` to false.
     tool_search: bool = False
+    #: SHA-256 of the file as LispM's last patch left it, read just after.
+    file_sha: str | None = None
     origin: str = field(default="snapshot")
 
     @classmethod
@@ -166,12 +168,33 @@ class ConfigRecord:
         data["backups"] = {k: _decode(v) for k, v in (data.get("backups") or {}).items()}
         return cls(**data)
 
-    def note_change(self, before: str | None, after: str | None) -> None:
-        """LispM changed the file from hash BEFORE to hash AFTER (None: unchanged)."""
+    def note_change(self, before: str | None, after: str | None, data: bytes | None) -> None:
+        """LispM changed the file from hash BEFORE to hash AFTER (None: no
+        change), leaving DATA in it."""
         if before != self.hash:
             self.clean = False
         elif after is not None:
             self.hash = after
+            self.file_sha = None if data is None else hashlib.sha256(data).hexdigest()
+
+    def unchanged(self, current_hash: Any, data: bytes | None) -> bool:
+        """Whether the file (DATA now, CURRENT_HASH by the Gateway) is what
+        LispM left: nothing else changed it since ORIGINAL.
+
+        Both are checked: the Gateway's `config.get` is cached until its
+        watcher sees a change, and the file read after a patch could be
+        another writer's already."""
+        if not self.clean or self.hash is None or current_hash != self.hash:
+            return False
+        if data is not None and self.original is not None and data == self.original.data:
+            return True
+        return data is not None and hashlib.sha256(data).hexdigest() == self.file_sha
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """PATH's bytes; None if there is no such file."""
+    saved = _read(path)
+    return None if saved is None else saved.data
 
 
 def _read(path: Path) -> Saved | None:

@@ -479,17 +479,48 @@ class ConfigGateway(FakeGateway):
     2026.9.6 does: `baseHash` must be the file's hash, else the patch is
     refused as stale; a write is strict JSON with `meta` stamped in, mode
     0600, and the file before it rotated into `.bak`, `.bak.1` … `.bak.4`.
-    (Its parser takes JSON with `//` comment lines, the JSON5 the tests use.)"""
+    Like OpenClaw, it keeps its `config.get` answer until its watcher sees
+    the file change (and it says so with a `config.changed` event), or a
+    patch is refused.  (Its parser takes JSON with `//` comment lines, the
+    JSON5 the tests use.)"""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
+        self._answer: dict[str, Any] | None = None
+        self._seen: str | None = None
+        self._watcher: asyncio.Task[None] | None = None
         #: Called with the patch before it is applied: another writer's turn.
         self.before_patch: Callable[[dict[str, Any]], None] | None = None
         self.handlers.update({
             "config.get": self._get, "config.patch": self._patch,
             "sessions.subscribe": self._ok, "sessions.create": self._ok,
             "sessions.patch": self._ok})
+
+    async def start(self) -> None:
+        await super().start()
+        self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+        await super().stop()
+
+    async def _watch(self) -> None:
+        """See a change by another writer, as OpenClaw's file watcher does
+        (it waits for writes to settle, for 300 ms by default)."""
+        while True:
+            await asyncio.sleep(0.3)
+            if self.path.exists() and self.hash() != self._seen:
+                await self._changed()
+
+    async def _changed(self) -> None:
+        first, self._seen, self._answer = self._seen is None, self.hash(), None
+        for ws in [] if first else self.sockets:
+            if not ws.closed:
+                await ws.send_bytes(orjson.dumps({
+                    "type": "event", "event": "config.changed",
+                    "payload": {"path": str(self.path), "hash": self._seen}}))
 
     def parsed(self) -> dict[str, Any]:
         text = self.path.read_text()
@@ -509,10 +540,12 @@ class ConfigGateway(FakeGateway):
         await self.answer(ws, frame, {"ok": True})
 
     async def _get(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
-        config = self.parsed()
-        await self.answer(ws, frame, {"path": str(self.path), "exists": True,
-                                      "hash": self.hash(), "sourceConfig": config,
-                                      "config": dict(config, agents={"defaults": {}})})
+        if self._answer is None:
+            config = self.parsed()
+            self._answer = {"path": str(self.path), "exists": True, "hash": self.hash(),
+                            "sourceConfig": config,
+                            "config": dict(config, agents={"defaults": {}})}
+        await self.answer(ws, frame, self._answer)
 
     async def _patch(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         params = frame["params"]
@@ -520,6 +553,7 @@ class ConfigGateway(FakeGateway):
         if self.before_patch is not None:
             self.before_patch(patch)
         if params.get("baseHash") != self.hash():
+            self._answer = None
             await self.answer(ws, frame, error=STALE)
             return
         before = self.parsed()
@@ -538,6 +572,7 @@ class ConfigGateway(FakeGateway):
         base.chmod(0o600)
         self.path.write_bytes(orjson.dumps(after, option=orjson.OPT_INDENT_2) + b"\n")
         self.path.chmod(0o600)
+        await self._changed()
         await self.answer(ws, frame, {"ok": True, "path": str(self.path), "hash": self.hash()})
 
 
@@ -641,6 +676,21 @@ async def test_after_the_last_session_the_users_file_is_as_it_was(
         assert config_gateway.path.read_bytes() == original
         assert stat.S_IMODE(config_gateway.path.stat().st_mode) == 0o644
         assert _left_behind(config_gateway, tmp_path) == []
+    finally:
+        await sessions.close()
+
+
+async def test_a_session_opened_just_after_the_restore_is_given_back_too(
+        config_gateway: ConfigGateway, tmp_path: Path) -> None:
+    original = config_gateway.path.read_bytes()
+    sessions = _openclaw(tmp_path, os.getpid())
+    try:
+        for _ in range(2):
+            # The Gateway's `config.get` lags behind a file LispM restored.
+            await sessions.open_session(_install(), "openclaw", BRIDGE)
+            await sessions.close_session("openclaw")
+            assert config_gateway.path.read_bytes() == original
+            assert _left_behind(config_gateway, tmp_path) == []
     finally:
         await sessions.close()
 
