@@ -63,6 +63,14 @@ async def until(predicate: Callable[[], bool], what: str, limit: float = 5.0) ->
         await asyncio.sleep(0.005)
 
 
+async def handled(inotify: Inotify, events: int) -> None:
+    """Wait until INOTIFY has read and dispatched the events that followed the
+    first EVENTS (writes made before this are queued in the kernel already,
+    and one read takes them all), and the work its callbacks scheduled ran."""
+    await until(lambda: inotify.events_read > events, "inotify events")
+    await asyncio.sleep(0)  # after what the callbacks left for the loop's next turn
+
+
 def append(path: Path, data: bytes) -> None:
     """One write() of DATA at the end of PATH, as the CLIs do it."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -683,9 +691,10 @@ async def test_claude_pid_file_caught_mid_rewrite(
     del info["waitingFor"]
     shorter = orjson.dumps(dict(info, status="idle"))
     assert len(shorter) < pid_file.stat().st_size
+    events = inotify.events_read
     with open(pid_file, "r+b") as f:              # new text over the old, not yet truncated
         f.write(shorter)
-    await asyncio.sleep(0.1)
+    await handled(inotify, events)
     assert watcher.activity == WAITING            # "Extra data": ignored, not misread
     with open(pid_file, "r+b") as f:
         f.truncate(len(shorter))
@@ -857,8 +866,9 @@ async def test_codex_timeline_as_recorded(
     watcher.subscribe(lambda: changes.append((str(watcher.activity), watcher.prompts_seen)))
     real = lines_of("codex-rollout.jsonl")
     path = rollout_path(home, "01a229de-5994-71a1-a3ee-c11f3ed5e130")
+    scans = watcher.fd_scans
     await holder.open(path)
-    await asyncio.sleep(0.05)
+    await until(lambda: watcher.fd_scans > scans, "a look at the new file")
     assert watcher.activity == UNKNOWN               # bound only once session_meta is in
     steps: list[tuple[slice, AgentActivity, int]] = [
         (slice(0, 2), BUSY, 0),        # session_meta + task_started (one write)
@@ -929,9 +939,10 @@ async def test_codex_follows_new_thread_but_not_sub_agents(
     # A sub-agent's thread, held by the same process: not followed.
     sub = rollout_path(home, "01a229df-0000-7000-8000-00000000000a")
     await holder.open(sub)
+    events = inotify.events_read
     append(sub, meta_for("01a229df-0000-7000-8000-00000000000a", thread_source="subagent")
            + b"\n" + joined(lines_of("codex-rollout.jsonl")[1:9]))
-    await asyncio.sleep(0.1)
+    await handled(inotify, events)
     assert watcher.rollout == first and watcher.activity == IDLE
     # /new: a new rollout at the next prompt; the old one stays open too.
     new = rollout_path(home, "01a229df-1fa1-79e2-90ab-73831f094824", day="2026/12/01")
@@ -944,12 +955,14 @@ async def test_codex_follows_new_thread_but_not_sub_agents(
     await expect(watcher, IDLE, 3)
     # A file another process writes is never ours, and costs one fd scan.
     other = rollout_path(home, "01a229df-2222-7000-8000-00000000000b", day="2026/12/01")
-    append(other, joined(lines_of("codex-rollout.jsonl")[:9]))
-    await asyncio.sleep(0.05)
     scans = watcher.fd_scans
+    append(other, joined(lines_of("codex-rollout.jsonl")[:9]))
+    await until(lambda: watcher.fd_scans > scans, "the scan for the new file")
+    scans = watcher.fd_scans
+    events = inotify.events_read
     for _ in range(20):
         append(other, lines_of("codex-rollout.jsonl")[12] + b"\n")
-    await asyncio.sleep(0.1)
+    await handled(inotify, events)
     assert watcher.fd_scans == scans and watcher.rollout == new
     # The bound rollout goes away: unbound, then bound again to what is held.
     new.unlink()
@@ -1111,6 +1124,7 @@ def _cli(name: str) -> Path:
 
 
 @pytest.mark.e2e
+@pytest.mark.cli
 async def test_real_claude_code(inotify: Inotify, tmp_path: Path, real_tmux: Tmux,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
@@ -1170,6 +1184,7 @@ async def test_real_claude_code(inotify: Inotify, tmp_path: Path, real_tmux: Tmu
 
 
 @pytest.mark.e2e
+@pytest.mark.cli
 async def test_real_codex_two_in_one_folder(
         inotify: Inotify, tmp_path: Path, real_tmux: Tmux,
         monkeypatch: pytest.MonkeyPatch) -> None:
