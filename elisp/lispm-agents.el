@@ -54,6 +54,9 @@
   (port nil :documentation "The port of the agent's MCP server.")
   (launch nil :documentation "The sidecar's launch facts, a plist.")
   (queued 0 :documentation "Messages waiting for delivery to the agent.")
+  (session nil :documentation "The CLI's own session id, as the sidecar reports it.")
+  (resume nil :documentation "Non-nil if the agent resumes one of an earlier Emacs:
+the CLI's session id to resume, or t if it had none.")
   (serial 0 :documentation "Creation order among all agents of this session."))
 
 (defvar lispm-agents--by-name (make-hash-table :test #'equal)
@@ -125,6 +128,41 @@ Only a dialog that a paste and Return would answer counts: while one is
 open, no message is pasted.  The default knows of none."
   nil)
 
+(defvar-local lispm-agent--composer-seen nil
+  "When this terminal's composer was first seen drawn, or t once it takes input.")
+
+(defvar-local lispm-agent--composer-awaited nil
+  "When a paste first waited for this terminal's composer.")
+
+(defconst lispm-agent--composer-patience 20
+  "Seconds a paste waits for a composer that is never seen, before it goes in.")
+
+(defun lispm-agent-composer-pending (buffer mark)
+  "Return why nothing may be pasted into the CLI's terminal BUFFER yet, or nil.
+An agent that resumes a session is told what waits for it as soon as
+its CLI is idle, before anyone typed into it; but a CLI that has just
+started takes input reliably only a second after it drew its composer,
+which shows MARK.  A composer never seen holds pastes back for
+`lispm-agent--composer-patience' seconds at most.  Other agents got
+their first input from their user, and are not held back."
+  (with-current-buffer buffer
+    (let ((now (float-time))
+          (agent (lispm-agent-of-buffer buffer)))
+      (unless lispm-agent--composer-awaited
+        (setq lispm-agent--composer-awaited now))
+      (cond ((or (eq lispm-agent--composer-seen t)
+                 (not (and agent (lispm-agent-resume agent))))
+             nil)
+            ((or (and lispm-agent--composer-seen (>= (- now lispm-agent--composer-seen) 1))
+                 (> (- now lispm-agent--composer-awaited) lispm-agent--composer-patience))
+             (setq lispm-agent--composer-seen t)
+             nil)
+            (lispm-agent--composer-seen "its composer, drawn a moment ago")
+            ((string-search mark (lispm-term-tail buffer 3000))
+             (setq lispm-agent--composer-seen now)
+             "its composer, drawn a moment ago")
+            (t "its composer, not drawn yet")))))
+
 (cl-defgeneric lispm-agent-start-timeout (_kind)
   "Return how many seconds the sidecar may take to get an agent of a kind ready."
   30)
@@ -164,29 +202,37 @@ Signal a `user-error' saying how to install it if it is not installed."
                       (project-root project)
                     default-directory))))
 
-(defun lispm-agent-start (kind &optional folder display)
+(defun lispm-agent-start (kind &optional folder display name resume)
   "Start an agent of KIND working in FOLDER, and return it.
 FOLDER defaults to the current project's root.  The agent shows in the
 list at once as `starting'; its terminal opens when its MCP server is
 up, and is displayed then if DISPLAY is non-nil.  Signal a `user-error'
-if KIND's CLI is not installed."
+if KIND's CLI is not installed.
+NAME, if given, is the agent's name (it must be free); RESUME, if
+non-nil, makes the agent resume one of an earlier Emacs: the CLI's
+session id to resume (see `lispm-agent-resume'), or t if it had none."
   (unless (assq kind lispm-agent-kinds)
     (user-error "Unknown agent kind %s; known: %s" kind
                 (mapconcat (lambda (k) (symbol-name (car k))) lispm-agent-kinds ", ")))
   (lispm-agent--executable kind)
   (let* ((folder (file-name-as-directory
                   (file-truename (or folder (lispm-agents--default-folder)))))
-         (name (lispm-agents--unique-name kind))
-         (agent (lispm-agent--make :name name :kind kind :folder folder
+         (name (or name (lispm-agents--unique-name kind)))
+         (agent (lispm-agent--make :name name :kind kind :folder folder :resume resume
                                    :serial (cl-incf lispm-agents--serial))))
     (unless (file-directory-p folder)
       (user-error "No such folder: %s" folder))
+    (when (lispm-agent-get name)
+      (user-error "An agent named %s is already running" name))
     (puthash name agent lispm-agents--by-name)
     (lispm-agents--changed)
     (condition-case err
         (lispm-sidecar-async-request
          'lispm/agent-start
-         (append (lispm-agents--identity agent) (lispm-agent-start-options kind))
+         (append (lispm-agents--identity agent)
+                 (and resume (list :resume t))
+                 (and (stringp resume) (list :session_id resume))
+                 (lispm-agent-start-options kind))
          :timeout (lispm-agent-start-timeout kind)
          :on-success (lambda (launch) (lispm-agents--launch agent launch display))
          :on-error (lambda (text) (lispm-agents--failed agent text)))
@@ -345,11 +391,14 @@ With RESTORE, say so: a restarted sidecar binds to what the CLI already wrote."
                       ("idle" 'idle) ("busy" 'busy)
                       ("waiting-for-approval" 'waiting-for-approval)
                       (_ nil)))
-          (queued (or (plist-get params :queued) 0)))
+          (queued (or (plist-get params :queued) 0))
+          (session (or (plist-get params :session) (lispm-agent-session agent))))
       (unless (and (eq activity (lispm-agent-activity agent))
-                   (eql queued (lispm-agent-queued agent)))
+                   (eql queued (lispm-agent-queued agent))
+                   (equal session (lispm-agent-session agent)))
         (setf (lispm-agent-activity agent) activity
-              (lispm-agent-queued agent) queued)
+              (lispm-agent-queued agent) queued
+              (lispm-agent-session agent) session)
         (lispm-agents--changed)))))
 
 (defun lispm-agent-display-state (agent)

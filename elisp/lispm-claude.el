@@ -55,15 +55,23 @@
   "@anthropic-ai/claude-code")
 
 (cl-defmethod lispm-agent-command ((kind (eql 'claude)) agent)
-  "Return the command to start Claude Code as AGENT of KIND."
-  (let ((launch (lispm-agent-launch agent)))
+  "Return the command to start Claude Code as AGENT of KIND.
+An agent that resumes one of an earlier Emacs resumes its session."
+  (let ((launch (lispm-agent-launch agent))
+        (resume (lispm-agent-resume agent)))
     ;; A session id of LispM's choosing binds this terminal to its own
     ;; transcript from the start (the sidecar then follows /clear).
-    (append (list (lispm-agent--executable kind)
-                  "--session-id" (plist-get launch :session_id)
-                  "--mcp-config" (plist-get launch :claude_mcp_config)
+    (append (list (lispm-agent--executable kind))
+            (if (stringp resume)
+                (list "--resume" resume)
+              (list "--session-id" (plist-get launch :session_id)))
+            (list "--mcp-config" (plist-get launch :claude_mcp_config)
                   "--allowedTools" "mcp__lispm__*")
             lispm-claude-arguments)))
+
+(cl-defmethod lispm-agent-dialog ((_kind (eql 'claude)) buffer)
+  "Return why a paste into Claude Code's BUFFER waits: its composer not ready."
+  (lispm-agent-composer-pending buffer "❯"))
 
 (cl-defmethod lispm-agent-environment ((_kind (eql 'claude)) agent)
   "Point Claude Code, as AGENT, at its own IDE server in Emacs.

@@ -69,14 +69,24 @@
                  . ,(format "[%S]" lispm-codex--token-variable)))
            append (list "-c" (concat key "=" value))))
 
+(cl-defmethod lispm-agent-dialog ((_kind (eql 'codex)) buffer)
+  "Return why a paste into Codex's BUFFER waits: its composer not ready."
+  (lispm-agent-composer-pending buffer "›"))
+
 (cl-defmethod lispm-agent-command ((kind (eql 'codex)) agent)
-  "Return the command to start Codex as AGENT of KIND."
-  (let ((launch (lispm-agent-launch agent)))
+  "Return the command to start Codex as AGENT of KIND.
+An agent that resumes one of an earlier Emacs resumes its thread
+\=(`codex resume THREAD-ID')."
+  (let ((launch (lispm-agent-launch agent))
+        (resume (lispm-agent-resume agent)))
     (lispm-agent-token-launcher
      lispm-codex--token-variable (plist-get launch :token_file)
-     (append (list (lispm-agent--executable kind) "--no-daemon")
+     (append (list (lispm-agent--executable kind))
+             (and (stringp resume) (list "resume"))
+             (list "--no-daemon")
              (lispm-codex--settings (plist-get launch :url))
-             lispm-codex-arguments))))
+             lispm-codex-arguments
+             (and (stringp resume) (list resume))))))
 
 ;;;###autoload
 (defun lispm-codex (&optional folder)

@@ -72,9 +72,13 @@ Nil means $HERMES_HOME/config.yaml, else ~/.hermes/config.yaml."
 ~/.hermes-venv/bin/pip install \"%s\"', run `M-x lispm-hermes-setup' once,"
           lispm-hermes-package))
 
-(cl-defmethod lispm-agent-command ((kind (eql 'hermes)) _agent)
-  "Return the command to start Hermes, of KIND."
-  (cons (lispm-agent--executable kind) lispm-hermes-arguments))
+(cl-defmethod lispm-agent-command ((kind (eql 'hermes)) agent)
+  "Return the command to start Hermes, of KIND, as AGENT.
+An agent that resumes one of an earlier Emacs resumes its session."
+  (let ((resume (lispm-agent-resume agent)))
+    (append (list (lispm-agent--executable kind))
+            (and (stringp resume) (list "--resume" resume))
+            lispm-hermes-arguments)))
 
 (defconst lispm-hermes--dialog-regexp
   (rx (or "Approve Once" "type 1/2/3" "Type 1/2/3"))

@@ -76,7 +76,10 @@
                       (format "%s %s" request (or (plist-get entry :request_state) ""))
                     "")
                   (or (plist-get entry :state) "")
-                  (lispm-present-text (car (split-string text "\n")))))))
+                  (concat (if-let* ((reason (plist-get entry :reason)))
+                              (format "(%s) " reason)
+                            "")
+                          (lispm-present-text (car (split-string text "\n"))))))))
 
 (defun lispm-ledger--fetch ()
   "Fetch the newest entries from the sidecar and fill the table."
@@ -104,12 +107,14 @@
          (entry (seq-find (lambda (e) (equal (plist-get e :id) id)) lispm-ledger--entries)))
     (with-help-window (format "*LispM message %s*" id)
       (with-current-buffer standard-output
-        (insert (format "%s from %s to %s%s, %s\n\n"
+        (insert (format "%s from %s to %s%s, %s%s\n\n"
                         (plist-get entry :kind) (plist-get entry :sender)
                         (plist-get entry :recipient)
                         (if-let* ((request (plist-get entry :request_id)))
                             (format " (request %s)" request) "")
-                        (plist-get entry :state)))
+                        (plist-get entry :state)
+                        (if-let* ((reason (plist-get entry :reason)))
+                            (format ": %s" reason) "")))
         (insert (lispm-present-text (or (plist-get entry :text) "")))))))
 
 ;;;###autoload

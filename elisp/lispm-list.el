@@ -24,6 +24,7 @@
 
 (require 'tabulated-list)
 (require 'lispm-agents)
+(require 'lispm-resume)
 
 (declare-function lispm-start-agent "lispm" (kind &optional folder))
 (declare-function lispm-approvals-show "lispm-approvals" (&optional agent))
@@ -115,7 +116,9 @@
 
 ;;;###autoload
 (defun lispm ()
-  "Show the list of LispM's agents."
+  "Show the list of LispM's agents.
+The first time after Emacs exited with agents running uncleanly, offer
+to resume them (see `lispm-resume-offer')."
   (interactive)
   (let ((buffer (get-buffer-create lispm-list-buffer-name)))
     (with-current-buffer buffer
@@ -123,7 +126,8 @@
         (lispm-list-mode))
       (lispm-list--fill)
       (tabulated-list-print t))
-    (pop-to-buffer-same-window buffer)))
+    (pop-to-buffer-same-window buffer)
+    (lispm-resume-offer)))
 
 (provide 'lispm-list)
 ;;; lispm-list.el ends here

@@ -30,6 +30,7 @@
 ;;   M-x lispm-hermes        Hermes Agent (once: M-x lispm-hermes-setup)
 ;;   M-x lispm-openclaw      an OpenClaw session, through its Gateway
 ;;   M-x lispm-start-agent   ask which agent to start
+;;   M-x lispm-resume-agents the agents of the last Emacs, back
 ;;   M-x lispm-ledger        who said what to whom
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
 ;;
@@ -41,6 +42,7 @@
 ;;   lispm-claude.el, lispm-codex.el, lispm-holon.el   one adapter per CLI
 ;;   lispm-hermes.el    Hermes, with its MCP bridge and one-time setup
 ;;   lispm-openclaw.el  OpenClaw, a Gateway's session
+;;   lispm-resume.el    agents remembered, resumed after Emacs restarts
 ;;   lispm-list.el      the agent list
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
@@ -64,6 +66,7 @@
 (require 'lispm-holon)
 (require 'lispm-hermes)
 (require 'lispm-openclaw)
+(require 'lispm-resume)
 (require 'lispm-list)
 (require 'lispm-paste)
 (require 'lispm-ledger)

@@ -37,7 +37,8 @@ def make_watcher(kind: str, inotify: Inotify, *, home: Path, pid: int, cwd: Path
     if kind == "claude":
         return ClaudeWatcher(inotify, claude_home_for(home, environ), pid, session_id, cwd)
     if kind == "codex":
-        return CodexWatcher(inotify, codex_home_for(home, environ), pid, cwd)
+        return CodexWatcher(inotify, codex_home_for(home, environ), pid, cwd,
+                            resumed_thread=session_id if resumed else None)
     if kind == "hermes":
         return HermesWatcher(inotify, hermes_home_for(home, environ), pid, cwd,
                              resumed_session=session_id if resumed else None)

@@ -133,8 +133,12 @@ class CodexWatcher(Watcher):
 
     kind = "codex"
 
-    def __init__(self, inotify: Inotify, codex_home: Path, root_pid: int, cwd: Path) -> None:
+    def __init__(self, inotify: Inotify, codex_home: Path, root_pid: int, cwd: Path,
+                 resumed_thread: str | None = None) -> None:
         super().__init__()
+        #: The thread `codex resume` was given: its rollout is bound by id at
+        #: start, and a turn it left open ended with the earlier process.
+        self.resumed_thread = resumed_thread
         self.inotify = inotify
         self.codex_home = Path(codex_home)
         self.root_pid = root_pid
@@ -171,6 +175,8 @@ class CodexWatcher(Watcher):
         # A rollout this terminal already holds (a sidecar restart) is read
         # from its end; the tree scan below then finds nothing new.
         self._bind_existing()
+        if self._tail is None and self.resumed_thread is not None:
+            self._bind_resumed(self.resumed_thread)
         self._tree = TreeWatch(self.inotify, self.sessions, 3, self._file_event)
         self._tree.start()
         self._recompute()
@@ -256,6 +262,13 @@ class CodexWatcher(Watcher):
         if candidates:
             self._bind(max(candidates)[1], fresh=False)
 
+    def _bind_resumed(self, thread: str) -> None:
+        """Bind to the rollout of THREAD, which this terminal resumes."""
+        found = sorted(self.sessions.glob(f"*/*/*/rollout-*-{thread}.jsonl"))
+        if found:
+            self._classes[found[-1]] = _MAIN
+            self._bind(found[-1], fresh=False)
+
     def _bind(self, path: Path, *, fresh: bool) -> None:
         """Follow PATH: FRESH reads it whole (a new rollout); otherwise only
         its last lifecycle event is looked up, from the end."""
@@ -267,6 +280,9 @@ class CodexWatcher(Watcher):
             line = self._tail.scan_back(_is_lifecycle)
             entry = parse_codex_line(line) if line is not None else None
             self._last = entry.lifecycle if entry is not None else None
+            if self._last not in IDLE_EVENTS and self._thread_id() == self.resumed_thread:
+                # The earlier Codex died in that turn: the resumed one waits.
+                self._last = "turn_aborted"
         self._read_rollout()
 
     def _unbind(self) -> None:
