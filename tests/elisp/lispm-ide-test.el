@@ -488,9 +488,8 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
         (should-not (find-buffer-visiting other)))
       ;; Changed on disk since: not saved, no question asked.
       (with-current-buffer buffer (insert "mine\n"))
-      (sleep-for 0.02)
       (with-temp-file file (insert "theirs\n"))
-      (set-file-times file (time-add nil 5))
+      (set-file-times file (time-add nil 5))  ; a later time than the buffer's visit, for sure
       (let ((answer (lispm-sidecar-handle-request 'emacs/save-document (list :file file))))
         (should (eq (plist-get answer :saved) :json-false))
         (should (string-match-p "changed on disk" (plist-get answer :message))))

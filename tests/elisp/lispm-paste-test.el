@@ -14,6 +14,7 @@
   "import os, sys, time, tty
 tty.setraw(0)
 out = open(sys.argv[1], 'a')
+os.write(1, b'recorder ready ')
 while True:
     data = os.read(0, 65536)
     if not data:
@@ -21,7 +22,18 @@ while True:
     out.write('%.3f %s\\n' % (time.time(), data.hex()))
     out.flush()
 "
-  "A program that appends each read from its terminal, hex, to a file.")
+  "A program that appends each read from its terminal, hex, to a file.
+It says `recorder ready' on its terminal once it reads raw.")
+
+(defun lispm-paste-test--wait-screen (buffer text)
+  "Wait until the terminal BUFFER shows TEXT; fail after 5 s."
+  (let ((deadline (+ (float-time) 5)))
+    (while (not (with-current-buffer buffer
+                  (save-excursion (goto-char (point-min)) (search-forward text nil t))))
+      (when (> (float-time) deadline)
+        (error "%S not on the screen after 5 s: %S" text
+               (with-current-buffer buffer (buffer-string))))
+      (accept-process-output nil 0.05))))
 
 (defun lispm-paste-test--reads (file)
   "Return the reads the recorder wrote to FILE: a list of (TIME . STRING)."
@@ -52,7 +64,7 @@ SPEC is (AGENT FILE BACKEND)."
                                        :serial 7 :buffer buffer)))
        (puthash "codex" ,agent lispm-agents--by-name)
        (unwind-protect
-           (progn (sleep-for 0.5) ,@body)
+           (progn (lispm-paste-test--wait-screen buffer "recorder ready") ,@body)
          (kill-buffer buffer)
          (delete-file ,file)))))
 
@@ -86,8 +98,11 @@ SPEC is (AGENT FILE BACKEND)."
     (dolist (text (list "a\rb" "a\eb" "a\e[201~b" (string ?a #x03) (string ?a #x9b ?b)
                         (string ?a #x7f)))
       (should-error (lispm-paste-submit agent text) :type 'lispm-paste-refused))
-    (sleep-for 0.6)
-    (should-not (lispm-paste-test--reads file))))
+    ;; Then a clean paste: if anything refused had been written (or a Return
+    ;; for it were to follow), the recorder would have read it first.
+    (lispm-paste-submit agent "ok")
+    (should (equal (mapconcat #'cdr (lispm-paste-test--wait-reads file 2) "")
+                   "\e[200~ok\e[201~\r"))))
 
 (ert-deftest lispm-paste-test-request-from-the-sidecar ()
   (lispm-paste-test--with-agent (agent file 'term)
@@ -126,14 +141,15 @@ SPEC is (AGENT FILE BACKEND)."
     (puthash "hermes" agent lispm-agents--by-name)
     (unwind-protect
         (progn
-          (sleep-for 0.5)
+          (lispm-paste-test--wait-screen buffer "Type 1/2/3")
           (let ((err (should-error (lispm-sidecar-handle-request
                                     'emacs/paste '(:name "hermes" :instance 3 :text "hi"))
                                    :type 'jsonrpc-error)))
             (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007))
             (should (string-search "confirmation dialog"
                                    (alist-get 'jsonrpc-error-message (cdr err)))))
-          (sleep-for 2)
+          ;; The program clears its dialog after 1.5 s, then records.
+          (lispm-paste-test--wait-screen buffer "recorder ready")
           (should-not (lispm-paste-test--reads file))
           ;; The dialog is gone: the paste goes in.
           (should (equal (lispm-sidecar-handle-request
