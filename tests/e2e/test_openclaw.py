@@ -107,3 +107,18 @@ def test_remote_openclaw_answers_by_final_reply(tmp_path: Path) -> None:
     # The remote session has none of LispM's tools, and was told to just answer.
     assert not [t for r in greeted + asked for t in r["tools"] if "lispm" in t]
     assert "sent back as the answer" in asked[0]["prompt"]
+
+
+@pytest.mark.e2e
+def test_two_at_once_and_the_users_config_as_it_was(tmp_path: Path) -> None:
+    require_openclaw()
+    run = run_ert_e2e(tmp_path, "lispm-e2e-openclaw-two.el",
+                      [{"match": "", "steps": [{"say": "Hello! I am ready."}]}],
+                      [_project(tmp_path)], clis=())
+    assert_ert_passed(run, expected_tests=1)
+    # The Gateway reloaded the restored file without complaint.
+    log = (tmp_path / "run" / "openclaw-gateway.log").read_text(errors="replace")
+    assert "config hot reload applied" in log
+    for complaint in ("config reload failed", "config reload skipped", "auto-restored",
+                      "config restart failed"):
+        assert complaint not in log, log[-6000:]
