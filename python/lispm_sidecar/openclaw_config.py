@@ -24,7 +24,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,7 @@ class ConfigRecord:
     tool_search: bool = False
     #: SHA-256 of the file as LispM's last patch left it, read just after.
     file_sha: str | None = None
-    origin: str = field(default="snapshot")
+    origin: str = "snapshot"
 
     @classmethod
     def snapshot(cls, path: Path, current: dict[str, Any]) -> ConfigRecord:
@@ -222,12 +222,11 @@ def replace_file(path: Path, data: bytes, mode: int) -> None:
     temporary = path.with_name(f".{path.name}.lispm-{os.getpid()}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
-        os.fchmod(fd, mode)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
