@@ -9,14 +9,21 @@ its queued messages fail, and the ledger says why.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lispm_sidecar.watchers import AgentActivity, CodexWatcher, Inotify
+
+from . import test_watchers
 from .sidecar_client import SidecarProcess
 from .test_messaging import call, fake_emacs, ledger
+from .test_watchers import Holder, append, joined, lines_of, rollout_path, settled
+
+inotify = test_watchers.inotify
+holders = test_watchers.holders
 
 
 async def start(sidecar: SidecarProcess, name: str, instance: int, **more: Any) -> None:
@@ -125,3 +132,27 @@ async def test_a_delivered_request_of_a_forgotten_asker_gets_a_notice(tmp_path: 
             ("fyi", "failed", "claude was not resumed")]
         assert str(store.request("R1").state) == "ended"
         assert store.end_leftovers("claude", "again") == ([], [])
+
+
+async def test_a_resumed_codex_is_bound_by_its_thread_and_waits(
+        inotify: Inotify, tmp_path: Path, holders: Callable[[], Holder]) -> None:
+    """The earlier Codex died in a turn: the resumed one, bound by its thread id
+    before it writes anything, waits for its user (or for LispM)."""
+    home = tmp_path / ".codex"
+    thread = "01a22971-7f3c-7a11-9c3e-5d2b6e8f0a41"
+    path = rollout_path(home, thread)
+    path.parent.mkdir(parents=True)
+    turn_open = lines_of("codex-reference.jsonl")[:9]
+    append(path, joined(turn_open))
+    fresh = CodexWatcher(inotify, home, holders().pid, tmp_path)
+    resumed = CodexWatcher(inotify, home, holders().pid, tmp_path, resumed_thread=thread)
+    await fresh.start()
+    await resumed.start()
+    assert (fresh.activity, fresh.cli_session) == (AgentActivity.UNKNOWN, None)
+    assert (resumed.activity, resumed.rollout, resumed.cli_session) == \
+        (AgentActivity.IDLE, path, thread)
+    append(path, joined(turn_open[1:]))  # its next turn
+    await settled(resumed, path)
+    assert resumed.activity == AgentActivity.BUSY
+    await fresh.stop()
+    await resumed.stop()
