@@ -4,7 +4,8 @@ What the mirror knows (diagnostics, open editors, the selection, dirty
 state, the workspace folder) is answered at once, without Emacs; diffs,
 files and saving are requests into Emacs.  A diff is shown at once and
 decided later: Emacs sends `lispm/diff-resolved` when the user accepts or
-rejects it, and `openDiff` waits for that without holding up anything else.
+rejects it, and `openDiff` waits for that without holding up anything else,
+for at most `DECISION_TIMEOUT` (then the diff is closed and the call fails).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .confine import Visibility
 from .editor import EditorMirror
 from .errors import LispmError
 from .ide import Content, file_uri
-from .rpc import EmacsLink
+from .rpc import DECISION_TIMEOUT, EmacsLink
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,12 @@ class IdeBridge:
     """An `IdeHandler` for agent NAME, who sees what SEEN allows."""
 
     def __init__(self, name: str, seen: Visibility, mirror: EditorMirror,
-                 link: EmacsLink) -> None:
+                 link: EmacsLink, decide_within: float = DECISION_TIMEOUT) -> None:
         self.name = name
         self.seen = seen
         self.mirror = mirror
         self.link = link
+        self.decide_within = decide_within
         self._diffs: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -132,7 +134,11 @@ class IdeBridge:
             await self.link.request("emacs/open-diff", {
                 "id": diff_id, "agent": self.name, "file": args["new_file_path"],
                 "new_contents": args["new_file_contents"], "tab_name": args.get("tab_name")})
-            outcome = await decided
+            outcome = await asyncio.wait_for(decided, self.decide_within)
+        except TimeoutError:
+            self._in_background(self.link.request("emacs/close-diff", {"id": diff_id}))
+            raise LispmError(f"the user did not decide on the diff within "
+                             f"{self.decide_within:g} s; it is closed") from None
         except asyncio.CancelledError:
             self._in_background(self.link.request("emacs/close-diff", {"id": diff_id}))
             raise

@@ -5,7 +5,12 @@ tool registry, the user's policy and the approvals are.  A call that needs
 the user's approval answers `{"pending": true}` at once (jsonrpc.el must
 answer synchronously) and its result comes later as the notification
 `lispm/tool-result`; the agent's MCP call stays open meanwhile, and nothing
-else waits.
+else waits.  The wait is registered before the request goes out, since the
+result can come in the same read as the answer, or even before it.  Emacs
+may bound the wait (`{"pending": true, "within": SECONDS}`, for a running
+tool); otherwise the call waits as long as an approval may
+(`DECISION_TIMEOUT`), and then fails.  A call whose agent closes, or whose
+client cancels it, ends at once.
 """
 
 from __future__ import annotations
@@ -15,13 +20,20 @@ import uuid
 from typing import Any
 
 from .errors import LispmError
-from .rpc import EmacsLink
+from .rpc import DECISION_TIMEOUT, EmacsLink
 
 
 class ToolFailed(LispmError):
     """The tool ran and failed, or the user denied it."""
 
     code = -32040
+
+
+def _seconds(value: Any, longest: float) -> float:
+    """Return VALUE if it is a positive number of seconds up to LONGEST, else LONGEST."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < longest:
+        return float(value)
+    return longest
 
 
 class LispTools:
@@ -49,16 +61,22 @@ class LispTools:
     async def call(self, agent: str, instance: int, tool: str, args: dict[str, Any]) -> str:
         """Run TOOL with ARGS as AGENT and return its text; raise `ToolFailed` if it fails."""
         call_id = str(uuid.uuid4())
-        answer = await self._link.request("emacs/call-tool", {
-            "name": agent, "instance": instance, "call_id": call_id,
-            "tool": tool, "args": args})
-        if isinstance(answer, dict) and answer.get("pending"):
-            waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[call_id] = waiting
-            try:
-                answer = await waiting
-            finally:
-                self._pending.pop(call_id, None)
+        later: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = later
+        try:
+            answer = await self._link.request("emacs/call-tool", {
+                "name": agent, "instance": instance, "call_id": call_id,
+                "tool": tool, "args": args})
+            if isinstance(answer, dict) and answer.get("pending"):
+                within = _seconds(answer.get("within"), DECISION_TIMEOUT)
+                try:
+                    answer = await asyncio.wait_for(later, within)
+                except TimeoutError:
+                    raise ToolFailed(
+                        f"{tool}: no result from Emacs within {within:g} s; "
+                        "the call is abandoned") from None
+        finally:
+            self._pending.pop(call_id, None)
         if not isinstance(answer, dict):
             raise ToolFailed(f"{tool}: Emacs gave no result")
         if not answer.get("ok"):

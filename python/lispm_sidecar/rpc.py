@@ -43,6 +43,9 @@ Handler = Callable[[Params], Awaitable[Any]]
 #: How long the sidecar waits for Emacs by default: Emacs may be collecting
 #: garbage or running a long command, but a stalled Emacs must not hang an agent.
 EMACS_TIMEOUT = 5.0
+#: How long the sidecar waits for the user to decide in Emacs (an approval,
+#: a diff) before the agent's call ends with an error.
+DECISION_TIMEOUT = 3600.0
 
 
 class LinkProtocol(JsonRPCProtocol):

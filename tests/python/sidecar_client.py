@@ -7,6 +7,7 @@ import itertools
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,17 @@ import orjson
 ROOT = Path(__file__).resolve().parents[2]
 
 EmacsHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an `EmacsHandler` returns to answer RESULT with notifications in
+    the same write, BEFORE and AFTER the answer: the sidecar reads them all at
+    once."""
+
+    result: Any
+    before: list[dict[str, Any]] = field(default_factory=list)
+    after: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SidecarProcess:
@@ -27,6 +39,8 @@ class SidecarProcess:
         self.notifications: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._null_replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._stray: dict[Any, dict[str, Any]] = {}
+        self._stray_came = asyncio.Condition()
         self._ids = itertools.count(1)
         self._reader: asyncio.Task[None] | None = None
         self._answering: set[asyncio.Task[None]] = set()
@@ -66,6 +80,10 @@ class SidecarProcess:
                 await self._null_replies.put(message)
             elif (future := self._pending.pop(message["id"], None)) is not None:
                 future.set_result(message)
+            else:
+                async with self._stray_came:
+                    self._stray[message["id"]] = message
+                    self._stray_came.notify_all()
 
     async def _answer(self, message: dict[str, Any]) -> None:
         if self.emacs is None:
@@ -73,14 +91,22 @@ class SidecarProcess:
                 "error": {"code": -32601, "message": "no Emacs here"}
             }
         else:
-            reply = {
-                "result": await self.emacs(
-                    message["method"], message.get("params") or {}
-                )
-            }
+            result = await self.emacs(message["method"], message.get("params") or {})
+            if isinstance(result, Answer):
+                answer = {"id": message["id"], "result": result.result}
+                await self.send_frames(*({"jsonrpc": "2.0", **frame} for frame in (
+                    *result.before, answer, *result.after)))
+                return
+            reply = {"result": result}
         await self.send_raw(
             orjson.dumps({"jsonrpc": "2.0", "id": message["id"], **reply})
         )
+
+    async def send_frames(self, *messages: Any) -> None:
+        """Send MESSAGES as frames in one write, so that they arrive together."""
+        bodies = [orjson.dumps(message) for message in messages]
+        await self.send_raw(b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                                     for body in bodies), header=b"")
 
     async def send_raw(self, body: bytes, header: bytes | None = None) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -107,6 +133,16 @@ class SidecarProcess:
         if "error" in reply:
             raise RuntimeError(reply["error"])
         return reply["result"]
+
+    async def reply_to(self, msg_id: Any) -> dict[str, Any]:
+        """Return the reply to MSG_ID, a request sent with `send_raw`."""
+        async with self._stray_came:
+            await asyncio.wait_for(self._stray_came.wait_for(lambda: msg_id in self._stray), 20)
+            return self._stray[msg_id]
+
+    def answered(self, msg_id: Any) -> bool:
+        """Return True if a reply came to MSG_ID, a request sent with `send_raw`."""
+        return msg_id in self._stray
 
     async def null_reply(self) -> dict[str, Any]:
         """Return the next error the sidecar sent without an id (a bad frame)."""
