@@ -4,6 +4,15 @@ pygls' own `start_io` owns the event loop (`asyncio.run`) and reads stdin
 through a thread pool, so the sidecar reads and writes its pipes itself on
 the one shared loop.  A malformed frame never stops the reader: it is
 reported to a callback and reading goes on at the next frame.
+
+Only Emacs writes this pipe, so a bad frame should never come; if one
+does, the reader finds the next frame's header instead of gluing the
+leftover bytes to it.  A header is the last `Content-Length: N` line before
+a blank line, and whatever precedes it that is not a header line is
+dropped.  A body is N bytes of JSON: one that does not parse is dropped
+(its tail, if N was short, is then dropped before the next header); and as
+a JSON text never holds a raw `Content-Length: M` CRLF CRLF, a body that
+does was given too long a length, and the frame starting there is read.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -53,16 +63,127 @@ def frame(message: Any) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
-def _content_length(header_block: bytes) -> int | None:
-    for line in header_block.split(b"\r\n"):
-        name, sep, value = line.partition(b":")
-        if sep and name.strip().lower() == b"content-length":
-            try:
-                length = int(value.strip())
-            except ValueError:
-                return None
-            return length if 0 <= length <= MAX_FRAME_BYTES else None
-    return None
+_HEADER_END = b"\r\n\r\n"
+_LENGTH_LINE = re.compile(rb"content-length[ \t]*:([^\r\n]*)", re.IGNORECASE)
+_HEADER_LINES = re.compile(rb"(?:[!-9;-~]+[ \t]*:[^\r\n]*\r\n)*")
+#: What one read takes from stdin at most (a pipe read gives up to 256 KiB).
+READ_SIZE = 1 << 18
+
+
+def _content_length(value: bytes) -> int | None:
+    text = value.strip()
+    if not text.isdigit():
+        return None
+    length = int(text)
+    return length if length <= MAX_FRAME_BYTES else None
+
+
+class FrameReader:
+    """The frames of one byte stream, found again after a bad one."""
+
+    def __init__(self, on_message: Callable[[Any], None],
+                 on_error: Callable[[FrameError], None]) -> None:
+        self._on_message = on_message
+        self._on_error = on_error
+        self._buffer = bytearray()
+        #: The awaited body of the frame whose header was read: where it starts, its length.
+        self._body: tuple[int, int] | None = None
+        #: How far the awaited body has been searched for the end of a header.
+        self._searched = 0
+        #: Bytes are being skipped (reported once for each stretch).
+        self._skipping = False
+
+    def feed(self, data: bytes) -> None:
+        """Take DATA and hand on every frame it completes."""
+        self._buffer += data
+        while self._take_body() if self._body is not None else self._take_header():
+            pass
+
+    def _error(self, message: str) -> None:
+        self._on_error(FrameError(-32700, message))
+
+    def _skip(self, count: int) -> None:
+        """Drop the first COUNT bytes, which are not a frame."""
+        if count <= 0:
+            return
+        del self._buffer[:count]
+        if not self._skipping:
+            self._skipping = True
+            self._error("skipped bytes that were not a frame")
+
+    def _length_line(self, start: int, header_end: int) -> re.Match[bytes] | None:
+        """The last Content-Length line of the header ending at HEADER_END."""
+        lines = list(_LENGTH_LINE.finditer(
+            self._buffer, max(start, header_end + 2 - HEADER_LIMIT), header_end + 2))
+        return lines[-1] if lines else None
+
+    def _take_header(self) -> bool:
+        end = self._buffer.find(_HEADER_END)
+        if end < 0:
+            # A header holds at most HEADER_LIMIT bytes: what comes before them is none.
+            self._skip(len(self._buffer) - HEADER_LIMIT)
+            return False
+        line = self._length_line(0, end)
+        if line is None:
+            del self._buffer[:end + 4]
+            self._skipping = False
+            self._error("frame without a valid Content-Length header")
+            return True
+        length = _content_length(line.group(1))
+        # Other header lines before it are dropped quietly; bytes that are
+        # not header lines (a bad frame's leftovers) are reported.
+        headers = _HEADER_LINES.match(self._buffer, 0, line.start())
+        if headers is not None and headers.end() == line.start():
+            del self._buffer[:line.start()]
+        else:
+            self._skip(line.start())
+        self._skipping = False
+        end = self._buffer.find(_HEADER_END)
+        if length is None:
+            del self._buffer[:end + 4]
+            self._error("frame without a valid Content-Length header")
+            return True
+        self._body = (end + 4, length)
+        self._searched = end + 4
+        return True
+
+    def _next_header(self, start: int, stop: int) -> int | None:
+        """Where a frame's header starts in the awaited body, if one does.
+
+        A JSON text holds no raw CR LF CR LF after a `Content-Length: N` line
+        (a string cannot hold CR, and a number cannot follow a colon).
+        """
+        position = max(start, self._searched - 3)
+        while (end := self._buffer.find(_HEADER_END, position, stop)) >= 0:
+            line = self._length_line(start, end)
+            if line is not None and _content_length(line.group(1)) is not None:
+                return line.start()
+            position = end + 1
+        self._searched = stop
+        return None
+
+    def _take_body(self) -> bool:
+        assert self._body is not None
+        start, length = self._body
+        stop = min(len(self._buffer), start + length)
+        header = self._next_header(start, stop)
+        if header is not None:
+            self._body = None
+            del self._buffer[:header]
+            self._error("frame shorter than its Content-Length")
+            return True
+        if len(self._buffer) < start + length:
+            return False
+        self._body = None
+        body = bytes(self._buffer[start:start + length])
+        del self._buffer[:start + length]
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as err:
+            self._error(f"invalid JSON: {err}")
+            return True
+        self._on_message(message)
+        return True
 
 
 async def read_frames(
@@ -73,32 +194,14 @@ async def read_frames(
     """Read frames from READER until end of file.
 
     Each decoded JSON value goes to ON_MESSAGE; each frame that is not valid
-    (no usable Content-Length, a body that is not JSON) goes to ON_ERROR.
+    (no usable Content-Length, a body that is not JSON, a length that does
+    not match the body) and each stretch of bytes that is no frame goes to
+    ON_ERROR, and reading goes on at the next frame (see the module
+    docstring).
     """
-    while True:
-        try:
-            header_block = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
-            return
-        except asyncio.LimitOverrunError:
-            # A header block this long is garbage: drop it and resynchronise.
-            await reader.read(HEADER_LIMIT)
-            on_error(FrameError(-32700, "frame header too long"))
-            continue
-        length = _content_length(header_block[:-4])
-        if length is None:
-            on_error(FrameError(-32700, "frame without a valid Content-Length header"))
-            continue
-        try:
-            body = await reader.readexactly(length)
-        except asyncio.IncompleteReadError:
-            return
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError as err:
-            on_error(FrameError(-32700, f"invalid JSON: {err}"))
-            continue
-        on_message(message)
+    frames = FrameReader(on_message, on_error)
+    while data := await reader.read(READ_SIZE):
+        frames.feed(data)
 
 
 class _BlockingWriter:
@@ -126,7 +229,7 @@ async def open_stdio() -> tuple[asyncio.StreamReader, ByteWriter]:
     for fd in (0, wire_fd):
         grow_pipe(fd)
 
-    reader = asyncio.StreamReader(limit=HEADER_LIMIT)
+    reader = asyncio.StreamReader(limit=READ_SIZE)
     await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0)
     )

@@ -111,6 +111,40 @@ async def test_frame_without_content_length_gets_an_error(
     assert await sidecar.call("lispm/ping", {"b": 2}) == {"b": 2}
 
 
+_LOST = orjson.dumps({"jsonrpc": "2.0", "id": "lost", "method": "lispm/ping", "params": {}})
+
+BAD_FRAMES = {
+    "no Content-Length, with a body": b"Content-Type: x\r\n\r\n" + _LOST,
+    "a Content-Length that is no number": b"Content-Length: banana\r\n\r\n" + _LOST,
+    "a negative Content-Length": b"Content-Length: -3\r\n\r\n" + _LOST,
+    "a Content-Length over the limit": b"Content-Length: 99999999999\r\n\r\n" + _LOST,
+    "a length shorter than the body": b"Content-Length: 9\r\n\r\n" + _LOST,
+    "a length longer than the body": b"Content-Length: %d\r\n\r\n" % (len(_LOST) + 900) + _LOST,
+    "bytes before the header": b"}]junk" + b"Content-Length: 2\r\n\r\n{}",
+    "a header that never ends": b"X" * 20000,
+}
+
+
+@pytest.mark.parametrize("bad", BAD_FRAMES.values(), ids=BAD_FRAMES.keys())
+@pytest.mark.parametrize("together", [False, True], ids=["apart", "together"])
+async def test_the_link_resynchronises_after_a_bad_frame(
+    sidecar: SidecarProcess, bad: bytes, together: bool
+) -> None:
+    good = orjson.dumps({"jsonrpc": "2.0", "id": "good", "method": "lispm/ping",
+                         "params": {"after": "bad"}})
+    if together:
+        await sidecar.send_raw(bad + b"Content-Length: %d\r\n\r\n" % len(good) + good, b"")
+        reply = await sidecar.reply_to("good")
+        assert reply["result"] == {"after": "bad"}
+    else:
+        await sidecar.send_raw(bad, b"")
+    for n in range(3):
+        assert await sidecar.call("lispm/ping", {"n": n}) == {"n": n}
+    # The bad frame was reported, and what it held was not taken as a request.
+    assert (await sidecar.null_reply())["error"]["code"] == -32700
+    assert not sidecar.answered("lost")
+
+
 async def test_non_request_json_gets_invalid_request(sidecar: SidecarProcess) -> None:
     for body in (
         b"[1, 2]",
