@@ -14,8 +14,9 @@
 
 ;;; Commentary:
 
-;; The customization group, the version and the root error condition
-;; that every other LispM file builds on.  It requires nothing, so any
+;; The customization group, the version, the root error condition and
+;; the one way to read a file no buffer visits, which every other LispM
+;; file builds on.  It requires nothing, so any
 ;; LispM library (the protocol code included) can load it alone.
 
 ;;; Code:
@@ -33,6 +34,22 @@
   "The directory LispM's Lisp files were loaded from.")
 
 (define-error 'lispm-error "LispM error")
+
+(defun lispm-insert-file-text (file &optional beg end)
+  "Insert the text of FILE at point, decoded but otherwise literally.
+Unlike `insert-file-contents', no file name handler runs, so nothing
+is decompressed (a small \".gz\" can hold gigabytes), decrypted (a
+\".gpg\" would ask for a passphrase) or fetched by TRAMP, and no
+format is decoded; the coding system is detected from the text and
+decoded as usual (not from names such as \".gz\", which
+`auto-coding-alist' makes binary because a handler would convert
+them).  BEG and END are byte offsets, as for `insert-file-contents'.
+Return what `insert-file-contents' returns."
+  (let ((file-name-handler-alist nil)
+        (auto-coding-alist nil)
+        (format-alist nil)
+        (after-insert-file-functions nil))
+    (insert-file-contents file nil beg end)))
 
 (provide 'lispm-base)
 ;;; lispm-base.el ends here

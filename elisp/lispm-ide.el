@@ -128,8 +128,9 @@ Otherwise signal a `user-error'."
 (defun lispm-ide--file-text (file)
   "Return (TEXT . DOS) for FILE as Emacs has it.
 TEXT is the visiting buffer's whole text, unsaved changes included, or
-the file's contents, or \"\" for a file that does not exist; DOS is
-non-nil if its lines end in CR LF.  No buffer is created."
+the file's contents, read literally (`lispm-insert-file-text'), or
+\"\" for a file that does not exist; DOS is non-nil if its lines end
+in CR LF.  No buffer is created."
   (if-let* ((buffer (find-buffer-visiting file)))
       (with-current-buffer buffer
         (save-restriction
@@ -138,7 +139,7 @@ non-nil if its lines end in CR LF.  No buffer is created."
                 (eql (coding-system-eol-type buffer-file-coding-system) 1))))
     (if (file-readable-p file)
         (with-temp-buffer
-          (insert-file-contents file)
+          (lispm-insert-file-text file)
           (cons (buffer-string)
                 (eql (coding-system-eol-type last-coding-system-used) 1)))
       (cons "" nil))))

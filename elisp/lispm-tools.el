@@ -78,6 +78,7 @@
 (define-error 'lispm-tool-unknown "Unknown tool" 'lispm-tool-error)
 (define-error 'lispm-tool-bad-args "Bad tool arguments" 'lispm-tool-error)
 (define-error 'lispm-tool-outside-folder "Outside the agent's folder" 'lispm-tool-error)
+(define-error 'lispm-tool-no-such-file "No such file" 'lispm-tool-error)
 
 (defun lispm-tools--signal (condition format-string &rest args)
   "Signal CONDITION with the message made of FORMAT-STRING and ARGS."
@@ -118,9 +119,12 @@ LispM's tool errors carry their whole message; others read as usual."
   :type 'integer
   :group 'lispm)
 
-(defcustom lispm-tools-read-limit 1000000
-  "The most characters `read_file' returns."
-  :type 'integer
+(defcustom lispm-tools-read-limit 100000
+  "The most characters one `read_file' call returns.
+A longer file is read in pieces: the text ends with a note of how
+much was left out and the `offset' that reads on.  A file that no
+buffer visits is read only as far as that piece needs."
+  :type 'natnum
   :group 'lispm)
 
 (defcustom lispm-tools-eval-print-limit 20000
@@ -529,7 +533,13 @@ outside AGENT's folder: that refusal needs nobody's approval."
                          for value in values
                          when (and value (eq (nth 1 spec) 'file)) collect value))
          (target (and (lispm-tool-targeter tool)
-                      (apply (lispm-tool-targeter tool) agent values))))
+                      (condition-case err
+                          (apply (lispm-tool-targeter tool) agent values)
+                        (lispm-error (signal (car err) (cdr err)))
+                        ;; Whatever else went wrong is still the call's
+                        ;; error, for the agent to read, not the caller's.
+                        (error (lispm-tools--signal 'lispm-tool-error "%s"
+                                                    (error-message-string err)))))))
     (append (list :kind (lispm-tool-kind tool) :tool (lispm-tool-name tool))
             (unless (plist-member target :files) (list :files files))
             (cl-loop for (key value) on target by #'cddr
@@ -657,18 +667,68 @@ with the disk."
 
 (defun lispm-tools--file-text (file)
   "Return FILE's text: from its buffer if visited (with unsaved edits), else disk.
-Return nil if the file does not exist and no buffer visits it."
+The disk is read literally, by `lispm-insert-file-text'.  Return nil
+if the file does not exist and no buffer visits it."
   (or (lispm-tools--live-text file)
       (when (file-regular-p file)
         (with-temp-buffer
-          (insert-file-contents file)
+          (lispm-insert-file-text file)
           (buffer-string)))))
+
+(defun lispm-tools--text-window (file offset limit)
+  "Return (TEXT TOTAL BINARY): LIMIT characters of FILE's text from OFFSET.
+The text is FILE's buffer's if a buffer visits it, else the disk's,
+read by `lispm-insert-file-text'.  TOTAL is the length of the whole
+text, or nil when the file was too big to read whole: then only
+enough of it is read for any window `lispm-tools-read-limit' allows
+\(a character is at most 4 bytes), and more of it follows.  BINARY is
+FILE's size in bytes if it is not text (Emacs decoded it as
+`no-conversion'), else nil.
+Return nil if the file does not exist and no buffer visits it."
+  (let ((end (+ offset limit)))
+    (if-let* ((text (lispm-tools--live-text file)))
+        (list (substring text (min offset (length text)) (min end (length text)))
+              (length text) nil)
+      (when (file-regular-p file)
+        (let* ((size (file-attribute-size (file-attributes file)))
+               ;; Enough for the longest window; less would cut a
+               ;; small file short for a small LIMIT.
+               (bytes (* 4 (+ offset (max limit lispm-tools-read-limit) 1)))
+               (whole (<= size bytes)))
+          (with-temp-buffer
+            (lispm-insert-file-text file (if whole nil 0) (if whole nil bytes))
+            (let ((length (- (point-max) (point-min))))
+              (list (buffer-substring-no-properties
+                     (+ (point-min) (min offset length)) (+ (point-min) (min end length)))
+                    (and whole length)
+                    (and (eq (coding-system-base last-coding-system-used) 'no-conversion)
+                         size)))))))))
+
+(defun lispm-tools--json-safe (text)
+  "Return TEXT with each raw byte in it, which JSON cannot carry, made U+FFFD."
+  (replace-regexp-in-string (rx (any (#x3fff80 . #x3fffff))) "\ufffd" text t t))
+
+(defun lispm-tools--refuse-converted (agent file)
+  "Signal unless FILE can be changed as the literal text LispM read of it.
+A file name with a handler (a compressed or encrypted file, above
+all) is read literally by the tools, but visiting it would convert
+it, so AGENT may change such a file only while a buffer visits it:
+the buffer's text is then what the tools read and write."
+  (when (and (not (find-buffer-visiting file))
+             (find-file-name-handler file 'insert-file-contents))
+    (lispm-tools--signal
+     'lispm-tool-error
+     "%s is compressed or encrypted (Emacs converts it when visiting it); \
+the tools change it only while a buffer in Emacs visits it"
+     (lispm-tools--relative agent file))))
 
 (defun lispm-tools--file-buffer (agent file)
   "Return a buffer visiting FILE, in step with the disk, to change it.
 Create the directories FILE needs (inside AGENT's folder).  Signal if
 the buffer is read-only, or has unsaved changes while the file has
-changed on disk."
+changed on disk, or if FILE is one `lispm-tools--refuse-converted'
+refuses."
+  (lispm-tools--refuse-converted agent file)
   (let* ((visited (find-buffer-visiting file))
          (buffer (or visited
                      (let ((enable-local-variables :safe)
@@ -851,21 +911,53 @@ are not in the file" n (string-trim-right (or (car old) ""))))
 
 ;;; Reading tools
 
-(lispm-define-tool read-file (agent (path file "File path, relative to the folder."))
-  "Return the text of the file at PATH.
+(defun lispm-tools--read-note (offset shown total)
+  "Return the note ending a read of SHOWN characters from OFFSET, or nil.
+TOTAL is the whole text's length, or nil if it is not known and more
+follows.  There is no note when the read reached the end."
+  (let ((end (+ offset shown)))
+    (cond ((null total)
+           (format "\n[characters %d to %d shown; the file is longer (it was not read \
+further); call read_file with offset %d to read on]" offset end end))
+          ((< end total)
+           (format "\n[%d characters left out: characters %d to %d of %d shown; \
+call read_file with offset %d to read on]" (- total shown) offset end total end)))))
+
+(lispm-define-tool read-file (agent (path file "File path, relative to the folder.")
+                                    &optional
+                                    (offset integer "Characters to skip from the start; default 0.")
+                                    (limit integer "The most characters to return; default and at most `lispm-tools-read-limit'."))
+  "Return the text of the file at PATH, or LIMIT characters of it from OFFSET.
 If Emacs visits the file, its buffer's text is returned, unsaved
-changes included."
+changes included.  Files are read as they are on disk: nothing is
+decompressed or decrypted.  At most `lispm-tools-read-limit'
+characters come back; a longer text ends with a note of how many
+were left out and the OFFSET that reads on."
   :kind 'read
-  (cond ((file-directory-p path)
-         (error "%s is a directory; list_files lists it" (lispm-tools--relative agent path)))
-        (t
-         (let ((text (or (lispm-tools--file-text path)
-                         (error "No such file: %s" (lispm-tools--relative agent path)))))
-           (if (> (length text) lispm-tools-read-limit)
-               (concat (substring text 0 lispm-tools-read-limit)
-                       (format "\n[truncated: %d of %d characters shown]"
-                               lispm-tools-read-limit (length text)))
-             text)))))
+  (let* ((relative (lispm-tools--relative agent path))
+         (offset (or offset 0))
+         (limit (min (or limit lispm-tools-read-limit) lispm-tools-read-limit)))
+    (when (< offset 0)
+      (lispm-tools--signal 'lispm-tool-bad-args "read_file: `offset' must be 0 or more, not %d"
+                           offset))
+    (when (< limit 1)
+      (lispm-tools--signal 'lispm-tool-bad-args "read_file: `limit' must be 1 or more, not %d"
+                           limit))
+    (when (file-directory-p path)
+      (lispm-tools--signal 'lispm-tool-error "%s is a directory; list_files lists it" relative))
+    (pcase-let ((`(,text ,total ,binary)
+                 (or (lispm-tools--text-window path offset limit)
+                     (lispm-tools--signal 'lispm-tool-no-such-file "No such file: %s" relative))))
+      (when binary
+        (lispm-tools--signal 'lispm-tool-error
+                             "%s is not text (%d bytes of binary data); read_file reads text only"
+                             relative binary))
+      (when (and total (> offset total))
+        (lispm-tools--signal 'lispm-tool-bad-args
+                             "read_file: `offset' %d is past the end of %s (%d characters)"
+                             offset relative total))
+      (concat (lispm-tools--json-safe text)
+              (lispm-tools--read-note offset (length text) total)))))
 
 (defun lispm-tools--list (agent directory regexp limit)
   "Return the files under DIRECTORY matching REGEXP, relative to AGENT's folder.
@@ -915,8 +1007,9 @@ Names are relative to the folder; `.git' is skipped, and at most
 (defun lispm-tools--grep-command (pattern relative)
   "Return the grep command line for the regexp PATTERN in RELATIVE."
   (if (executable-find "rg")
-      (list "rg" "--line-number" "--no-heading" "--with-filename" "--color=never"
-            "-e" pattern "--" relative)
+      ;; No config file: one could turn on `--search-zip' or `--pre'.
+      (list "rg" "--no-config" "--line-number" "--no-heading" "--with-filename"
+            "--color=never" "-e" pattern "--" relative)
     (list "grep" "-r" "-n" "-I" "-E" "--exclude-dir=.git" "-e" pattern "--" relative)))
 
 (lispm-define-tool grep (agent (pattern string "Extended regular expression to look for.")
@@ -924,7 +1017,8 @@ Names are relative to the folder; `.git' is skipped, and at most
                                (path file "File or directory to search, relative to the folder; default the folder."))
   "Search the folder's files for lines matching a regular expression.
 Each match reads FILE:LINE:TEXT, FILE relative to the folder.  Uses
-ripgrep if installed (Rust regexps), else grep -E; `.git' is skipped.
+ripgrep if installed (Rust regexps), else grep -E; `.git' is skipped, and
+compressed files are searched as they are, not decompressed.
 The search runs without blocking Emacs, and stops after
 `lispm-tools-grep-timeout' seconds or `lispm-tools-grep-output-limit'
 characters."
@@ -954,10 +1048,12 @@ characters."
   "Return FILE's text after the edit OLD -> NEW, or after DIFF.
 AGENT is the agent asking.  Signal a clear error if the edit is
 malformed or does not apply."
+  (lispm-tools--refuse-converted agent file)
   (let ((text (lispm-tools--file-text file))
         (relative (lispm-tools--relative agent file)))
     (unless text
-      (error "No such file: %s (write_file creates files)" relative))
+      (lispm-tools--signal 'lispm-tool-no-such-file
+                           "No such file: %s (write_file creates files)" relative))
     (cond ((and diff (or old new))
            (error "The edit_file tool takes either `old' and `new', or `diff', not both"))
           (diff (condition-case err
@@ -1005,8 +1101,10 @@ and the buffer is saved."
 Missing directories are created.  The change goes through the file's
 buffer in Emacs as one undo step, and the buffer is saved."
   :kind 'edit
-  :target (list :diff (lispm-tools-diff (or (lispm-tools--file-text path) "")
-                                        content (lispm-tools--relative agent path)))
+  :target (progn
+            (lispm-tools--refuse-converted agent path)
+            (list :diff (lispm-tools-diff (or (lispm-tools--file-text path) "")
+                                          content (lispm-tools--relative agent path))))
   (when (file-directory-p path)
     (error "%s is a directory" (lispm-tools--relative agent path)))
   (lispm-tools--write-through-buffer agent path content))

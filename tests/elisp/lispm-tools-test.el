@@ -260,7 +260,8 @@ Nothing else: the second paragraph is not part of the description."
                      '(:ok t :text "on disk\nunsaved\n")))
       (should (equal (lispm-tools-test--read file) "on disk\n"))
       (let ((missing (lispm-tools-test--run "read_file" agent '(:path "nope.txt"))))
-        (should (equal missing '(:ok nil :error "No such file: nope.txt" :condition "error"))))
+        (should (equal missing '(:ok nil :error "No such file: nope.txt"
+                                     :condition "lispm-tool-no-such-file"))))
       (should (string-match-p "is a directory"
                               (plist-get (lispm-tools-test--run "read_file" agent '(:path "."))
                                          :error)))
@@ -298,6 +299,148 @@ Nothing else: the second paragraph is not part of the description."
     (should (equal (lispm-tools-test--run "grep" agent '(:pattern "haystack"))
                    '(:ok t :text "No matches.")))
     (should (eq (plist-get (lispm-tools-test--run "grep" agent '(:pattern "(")) :ok) nil))))
+
+;;; Reading literally, and in pieces
+
+(defun lispm-tools-test--gzip (folder name text)
+  "Write TEXT gzipped to the file NAME in FOLDER; return its name."
+  (let ((file (expand-file-name name folder)))
+    (with-temp-buffer
+      (set-buffer-multibyte nil)
+      (insert text)
+      (call-process-region (point-min) (point-max) "gzip" t t nil "-c")
+      (let ((coding-system-for-write 'no-conversion)
+            (file-name-handler-alist nil))
+        (write-region nil nil file nil 'silent)))
+    file))
+
+(ert-deftest lispm-tools-test-read-file-is-literal ()
+  "No file name handler or format runs: nothing is decompressed or decrypted.
+The text's coding system is still decoded."
+  (lispm-tools-test--in-folder
+    (let ((auto-compression-mode nil))
+      (auto-compression-mode 1)
+      (lispm-tools-test--gzip folder "bomb.txt.gz" (make-string 300000 ?a))
+      (let ((result (lispm-tools-test--run "read_file" agent '(:path "bomb.txt.gz"))))
+        (should (equal (plist-get result :condition) "lispm-tool-error"))
+        (should (string-match-p "\\`bomb.txt.gz is not text ([0-9]+ bytes of binary \
+data); read_file reads text only\\'" (plist-get result :error))))
+      ;; Not an encrypted file at all: epa-file would run gpg on it.
+      (let ((file-name-handler-alist nil))
+        (lispm-tools-test--write folder "notes.gpg" "plain words\n"))
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "notes.gpg"))
+                     '(:ok t :text "plain words\n")))
+      ;; `format-alist' would decode this as text/enriched, markup gone.
+      (let ((enriched "Content-Type: text/enriched\nText-Width: 70\n\n<bold>hi</bold>\n"))
+        (lispm-tools-test--write folder "mail.txt" enriched)
+        (should (equal (lispm-tools-test--run "read_file" agent '(:path "mail.txt"))
+                       (list :ok t :text enriched))))
+      (let ((coding-system-for-write 'utf-8-unix))
+        (lispm-tools-test--write folder "café.txt" "café ☕\n"))
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "café.txt"))
+                     '(:ok t :text "café ☕\n")))
+      ;; grep searches the compressed bytes, as they are.
+      (lispm-tools-test--gzip folder "hay.gz" "needle\n")
+      (should (equal (lispm-tools-test--run "grep" agent '(:pattern "needle"))
+                     '(:ok t :text "No matches."))))))
+
+(ert-deftest lispm-tools-test-grep-ignores-ripgrep-config ()
+  "A user's ripgrep config cannot turn on decompression (`--search-zip')."
+  (lispm-tools-test--in-folder
+    (let* ((bin (make-temp-file "lispm-tools-bin" t))
+           (rg (expand-file-name "rg" bin))
+           (exec-path (cons bin exec-path)))
+      (unwind-protect
+          (progn
+            (with-temp-file rg
+              (insert "#!/bin/sh\nfor a in \"$@\"; do echo \"arg:$a\"; done\n"))
+            (set-file-modes rg #o755)
+            (let ((text (plist-get (lispm-tools-test--run "grep" agent '(:pattern "x"))
+                                   :text)))
+              (should (string-match-p "^arg:--no-config$" text))
+              (should-not (string-match-p "zip\\|--pre" text))))
+        (delete-directory bin t)))))
+
+(ert-deftest lispm-tools-test-read-file-in-pieces ()
+  "A read returns at most `lispm-tools-read-limit' characters, and says what is left."
+  (lispm-tools-test--in-folder
+    (let ((lispm-tools-read-limit 10)
+          (text "0123456789abcdefghijKLMNO"))
+      (lispm-tools-test--write folder "long.txt" text)
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "long.txt"))
+                     '(:ok t :text "0123456789\n[15 characters left out: characters 0 \
+to 10 of 25 shown; call read_file with offset 10 to read on]")))
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "long.txt" :offset 10))
+                     '(:ok t :text "abcdefghij\n[15 characters left out: characters 10 \
+to 20 of 25 shown; call read_file with offset 20 to read on]")))
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "long.txt" :offset 20))
+                     '(:ok t :text "KLMNO")))
+      (should (equal (lispm-tools-test--run "read_file" agent
+                                            '(:path "long.txt" :offset 2 :limit 3))
+                     '(:ok t :text "234\n[22 characters left out: characters 2 \
+to 5 of 25 shown; call read_file with offset 5 to read on]")))
+      ;; A limit above the cap is the cap.
+      (should (string-prefix-p "0123456789\n[15 characters left out"
+                               (plist-get (lispm-tools-test--run
+                                           "read_file" agent '(:path "long.txt" :limit 99))
+                                          :text)))
+      (should (string-match-p "past the end of long.txt (25 characters)"
+                              (plist-get (lispm-tools-test--run
+                                          "read_file" agent '(:path "long.txt" :offset 26))
+                                         :error)))
+      (should (string-match-p "must be 0 or more"
+                              (plist-get (lispm-tools-test--run
+                                          "read_file" agent '(:path "long.txt" :offset -1))
+                                         :error)))
+      ;; A file far bigger than the piece is not read whole.
+      (lispm-tools-test--write folder "huge.txt" (make-string 100000 ?x))
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "huge.txt" :offset 5))
+                     (list :ok t :text (concat (make-string 10 ?x) "\n[characters 5 to 15 \
+shown; the file is longer (it was not read further); call read_file with offset 15 \
+to read on]"))))
+      ;; A visited file is read from its buffer, in pieces too.
+      (with-current-buffer (find-file-noselect (expand-file-name "long.txt" folder))
+        (goto-char (point-min))
+        (insert "++"))
+      (should (equal (lispm-tools-test--run "read_file" agent '(:path "long.txt" :offset 20))
+                     '(:ok t :text "ijKLMNO"))))))
+
+(ert-deftest lispm-tools-test-edits-of-missing-and-compressed-files ()
+  "A missing file is named as missing; a compressed one no buffer visits is refused."
+  (lispm-tools-test--in-folder
+    (let ((auto-compression-mode nil))
+      (auto-compression-mode 1)
+      (let ((err (should-error (lispm-tool-target "edit_file" agent
+                                                  '(:path "gone.txt" :old "a" :new "b"))
+                               :type 'lispm-tool-no-such-file)))
+        (should (equal (cadr err) "No such file: gone.txt (write_file creates files)")))
+      (lispm-tools-test--gzip folder "data.gz" "alpha\n")
+      (dolist (call '(("edit_file" (:path "data.gz" :old "alpha" :new "beta"))
+                      ("write_file" (:path "data.gz" :content "beta\n"))
+                      ("write_file" (:path "new.gz" :content "beta\n"))))
+        (should-error (lispm-tool-target (car call) agent (cadr call))
+                      :type 'lispm-tool-error)
+        (let ((result (lispm-tools-test--run (car call) agent (cadr call))))
+          (should (string-match-p "compressed or encrypted" (plist-get result :error)))))
+      (should-not (file-exists-p (expand-file-name "new.gz" folder)))
+      (should (equal (with-temp-buffer
+                       (call-process "gzip" (expand-file-name "data.gz" folder) t nil "-dc")
+                       (buffer-string))
+                     "alpha\n")))))
+
+(ert-deftest lispm-tools-test-edit-file-missing-through-the-sidecar-request ()
+  "The sidecar's `emacs/call-tool' gets the tool's error, not an internal one."
+  (require 'lispm-calls)
+  (lispm-tools-test--in-folder
+    (let ((lispm-agents--by-name (make-hash-table :test #'equal)))
+      (puthash "codex" agent lispm-agents--by-name)
+      (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
+        (let ((answer (lispm-sidecar-handle-request
+                       'emacs/call-tool
+                       (list :name "codex" :instance 1 :call_id "C1" :tool "edit_file"
+                             :args '(:path "gone.txt" :old "a" :new "b")))))
+          (should (equal answer '(:ok nil :error "No such file: gone.txt \
+(write_file creates files)"))))))))
 
 ;;; Editing
 
