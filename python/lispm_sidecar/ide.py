@@ -7,7 +7,8 @@ MCP JSON-RPC 2.0, one message per text frame.  The server:
 
 - refuses the upgrade with 403 for a non-local `Host` or `Origin`, with 401
   for a missing or wrong token (compared in constant time), and with 426 for
-  a right token without a WebSocket upgrade;
+  a right token without a WebSocket upgrade; closes a connection that has
+  not sent its whole request header within `HEADER_TIMEOUT` seconds;
 - answers the small MCP surface itself (orjson, no SDK): `initialize`
   (echoing the client's `protocolVersion`, `capabilities.tools.listChanged`),
   `ping`, `tools/list` (the 11 tools of `TOOLS`), `tools/call`,
@@ -49,6 +50,7 @@ from aiohttp import WSMsgType, web
 
 from . import __version__
 from .errors import InvalidParams, LispmError, ServerStartFailed
+from .mcp_server import HEADER_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +434,10 @@ class IdeServer:
         self.port = sock.getsockname()[1]
         app = web.Application(client_max_size=1024)
         app.router.add_get("/", self._upgrade)
-        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        # aiohttp's keep-alive deadline runs from the connection's start, and
+        # an upgraded connection is past it.
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0,
+                               keepalive_timeout=HEADER_TIMEOUT)
         try:
             await runner.setup()
             await web.SockSite(runner, sock).start()

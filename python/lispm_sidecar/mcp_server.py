@@ -3,7 +3,10 @@
 Each server is the MCP SDK's Starlette app behind a guard that checks the
 Host, the Origin and the agent's own bearer token, served by an embedded
 uvicorn on a socket of its own.  All of them share the sidecar's one
-asyncio loop.
+asyncio loop.  A connection that has not sent a request's whole header
+within `HEADER_TIMEOUT` seconds of connecting (or of its first byte after
+a previous request) is closed: the token is in the header, so until then
+the peer is nobody.
 """
 
 from __future__ import annotations
@@ -16,13 +19,19 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import h11
 import orjson
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .errors import ServerStartFailed
 
 log = logging.getLogger(__name__)
+
+#: How long a connection may take to send a request's header: any real
+#: client sends it at once.
+HEADER_TIMEOUT = 5.0
 
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _LOCAL_ORIGINS = tuple(f"http://{host}" for host in _LOCAL_HOSTS)
@@ -76,6 +85,48 @@ class Guard:
             return
         self._on_authenticated()
         await self._app(scope, receive, send)
+
+
+class _HeaderDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose header is late.
+
+    uvicorn closes a connection idle after a response (its keep-alive
+    timeout), but none before its first request, nor one that stops in the
+    middle of a header.
+    """
+
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._expect_header()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE:
+            self._expect_header()
+        else:
+            self._header_came()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._header_came()
+        super().connection_lost(exc)
+
+    def _expect_header(self) -> None:
+        if self._header_timer is None and not self.transport.is_closing():
+            self._header_timer = self.loop.call_later(HEADER_TIMEOUT, self._header_late)
+
+    def _header_came(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_late(self) -> None:
+        self._header_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            log.info("closed a connection that sent no request header within %g s",
+                     HEADER_TIMEOUT)
+            self.transport.close()
 
 
 class _EmbeddedUvicorn(uvicorn.Server):
@@ -138,7 +189,7 @@ class HttpServer:
             log_level="warning",
             access_log=False,
             ws="none",
-            http="h11",
+            http=_HeaderDeadline,
             timeout_graceful_shutdown=1,
         )
         self._server = _EmbeddedUvicorn(config)

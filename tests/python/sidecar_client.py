@@ -32,9 +32,11 @@ class Answer:
 class SidecarProcess:
     """The real sidecar, spoken to over its stdio the way Emacs does."""
 
-    def __init__(self, runtime_dir: Path, emacs: EmacsHandler | None = None) -> None:
+    def __init__(self, runtime_dir: Path, emacs: EmacsHandler | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.runtime_dir = runtime_dir
         self.emacs = emacs
+        self.env = env or {}
         self.proc: asyncio.subprocess.Process | None = None
         self.notifications: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
@@ -50,6 +52,7 @@ class SidecarProcess:
             os.environ,
             PYTHONPATH=str(ROOT / "python"),
             LISPM_RUNTIME_DIR=str(self.runtime_dir),
+            **self.env,
         )
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
