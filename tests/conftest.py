@@ -59,7 +59,15 @@ class ErtFile(pytest.File):
     """A file of ERT tests."""
 
     def collect(self) -> Any:
-        yield ErtItem.from_parent(self, name=self.path.name)
+        item = ErtItem.from_parent(self, name=self.path.name)
+        # A file says `;; pytest-mark: cli` when it runs a real agent CLI.
+        with open(self.path, encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith(";;; Code:"):
+                    break
+                if line.startswith(";; pytest-mark: "):
+                    item.add_marker(line.split(":", 1)[1].strip())
+        yield item
 
 
 class ErtItem(pytest.Item):

@@ -24,6 +24,8 @@
 ;;     -L elisp -l ert -l tests/elisp/lispm-term-cli-test.el \
 ;;     -f ert-run-tests-batch-and-exit'
 
+;; pytest-mark: cli
+
 ;;; Code:
 
 (require 'ert)

@@ -763,6 +763,7 @@ def check_roll_call(log: list[Any], tool: str, shell: str) -> list[Any]:
     return main
 
 
+@pytest.mark.cli
 async def test_real_claude_code_against_the_gateway(tmp_path: Path) -> None:
     claude = cli_binary("claude")
     stub = tmp_path / "mcp_stub.py"
@@ -787,6 +788,7 @@ async def test_real_claude_code_against_the_gateway(tmp_path: Path) -> None:
     assert (tmp_path / "cli.out").read_text().strip() == "final: shell-marker-42"
 
 
+@pytest.mark.cli
 async def test_real_codex_against_the_gateway(tmp_path: Path) -> None:
     codex = cli_binary("codex")
     stub = tmp_path / "mcp_stub.py"

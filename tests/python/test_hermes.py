@@ -65,6 +65,7 @@ WANTED = {
 }
 
 
+@pytest.mark.cli
 def test_setup_adds_only_its_entry_and_is_idempotent(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     # As Hermes re-serialises it: block lists, unquoted ${...}; plus a comment.
@@ -100,6 +101,7 @@ def test_setup_adds_only_its_entry_and_is_idempotent(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(("text", "reason"), [
     (None, "does not exist"),
     ("model: [fake\n", "is not valid YAML"),
@@ -252,6 +254,7 @@ async def hermes_mcp_test(env: dict[str, str]) -> str:
     return out.decode()
 
 
+@pytest.mark.cli
 async def test_real_hermes_sees_the_tools_only_inside_lispm(
         sidecar: tuple[SidecarProcess, dict[str, Any]], tmp_path: Path) -> None:
     _, launch = sidecar

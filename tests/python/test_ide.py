@@ -1183,6 +1183,7 @@ async def smoke(work: Path) -> dict[str, Any]:
     return seen
 
 
+@pytest.mark.cli
 def test_real_claude_code_uses_the_ide(tmp_path: Path) -> None:
     from tests.conftest import ROOT, offline
     from tests.e2e.harness import require_cli, require_namespaces

@@ -520,7 +520,10 @@ def child(path: Path, count: int) -> subprocess.Popen[str]:
 
 
 def check_after_crash(path: Path, lines: list[str]) -> None:
-    """Everything reported committed is there, once; the ledger goes on with fresh ids."""
+    """Everything reported committed is there, once; the ledger goes on with fresh ids.
+
+    (The rule goes one way: the kill may fall between a commit and its line,
+    so a request not reported answered may be answered.)"""
     asked = {line.split()[1] for line in lines if line.startswith("asked")}
     answered = {line.split()[1] for line in lines if line.startswith("answered")}
     sent = {int(line.split()[1]) for line in lines if line.startswith("sent")}
@@ -528,7 +531,8 @@ def check_after_crash(path: Path, lines: list[str]) -> None:
         assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         for request_id in asked:
             request = store.request(request_id)
-            assert request.state == ("answered" if request_id in answered else "open")
+            assert request.state in (
+                ("answered",) if request_id in answered else ("open", "answered"))
         for message_id in sent:
             assert store.message(message_id).text.startswith("note")
         rows = store._conn.execute(
@@ -695,7 +699,7 @@ async def test_async_facade_does_not_block_the_loop(path: Path) -> None:
                 await asyncio.sleep(0.001)
 
         task = asyncio.create_task(ticker())
-        await asyncio.sleep(0.01)
+        await until(lambda: len(ticks) >= 2, "the ticker")
         start = time.perf_counter()
         sends = [await ledger.send("claude", "codex", f"m{i}") for i in range(1000)]
         duration = time.perf_counter() - start

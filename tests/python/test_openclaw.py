@@ -300,6 +300,7 @@ def test_config_file_follows_openclaws_variables(tmp_path: Path) -> None:
         "/c.json5")
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_json5_config_is_read_with_openclaws_own_parser(tmp_path: Path) -> None:
     bin_dir = Path(os.environ.get("LISPM_OPENCLAW_BIN",
                                   ROOT / ".deps/openclaw/node_modules/.bin"))
@@ -623,6 +624,7 @@ def _left_behind(gateway: ConfigGateway, tmp_path: Path) -> list[str]:
     return sorted(backups + markers)
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_two_sessions_opened_at_once_both_get_their_server(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     sessions = _openclaw(tmp_path, os.getpid())
@@ -639,6 +641,7 @@ async def test_two_sessions_opened_at_once_both_get_their_server(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_a_patch_made_stale_by_another_writer_is_tried_again(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     def user_edits_first(_patch: dict[str, Any]) -> None:
@@ -660,6 +663,7 @@ async def test_a_patch_made_stale_by_another_writer_is_tried_again(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_after_the_last_session_the_users_file_is_as_it_was(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     original = config_gateway.path.read_bytes()
@@ -680,6 +684,7 @@ async def test_after_the_last_session_the_users_file_is_as_it_was(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_a_session_opened_just_after_the_restore_is_given_back_too(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     original = config_gateway.path.read_bytes()
@@ -695,6 +700,7 @@ async def test_a_session_opened_just_after_the_restore_is_given_back_too(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_the_users_own_backups_are_left_as_they_were(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     config = config_gateway.parsed()
@@ -717,6 +723,7 @@ async def test_the_users_own_backups_are_left_as_they_were(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_a_config_changed_meanwhile_loses_only_what_lispm_added(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     config = config_gateway.parsed()
@@ -741,6 +748,7 @@ async def test_a_config_changed_meanwhile_loses_only_what_lispm_added(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_lispm_removes_the_empty_objects_it_made_and_no_other(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     config = config_gateway.parsed()
@@ -762,6 +770,7 @@ async def test_lispm_removes_the_empty_objects_it_made_and_no_other(
         await sessions.close()
 
 
+@pytest.mark.cli  # OpenClaw's own CLI, from .deps
 async def test_a_sidecar_that_died_is_mended_by_the_next(
         config_gateway: ConfigGateway, tmp_path: Path) -> None:
     original = config_gateway.path.read_bytes()
