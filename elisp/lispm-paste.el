@@ -21,8 +21,11 @@
 ;; write a moment later: Claude Code loses an immediate Return about one
 ;; time in five, and Codex swallows a Return that arrives with the text.
 ;;
-;; Emacs refuses text that still holds a control character: the
-;; sidecar's sanitiser is the one that cleans, this is the last check.
+;; Emacs refuses text that the sidecar's sanitiser (sanitize.py) would
+;; still change: a control character, a bidirectional override or
+;; isolate, a tag character, or a zero-width character outside a word.
+;; The sidecar is the one that cleans, this is the last check; both are
+;; tested against the same cases, tests/sanitize-cases.json.
 ;; It answers "not now" while the CLI shows a dialog that the paste's
 ;; Return would answer (`lispm-agent-dialog'); the sidecar tries again.
 
@@ -40,20 +43,37 @@
 (defconst lispm-paste--not-now-code -32007
   "The JSON-RPC error code that tells the sidecar to try again later.")
 
+(defconst lispm-paste--unclean
+  (let ((zero-width '(any (#x200b . #x200f) (#x2060 . #x2064) #x061c #xfeff))
+        (space '(any " \t\n" #xa0 #x1680 (#x2000 . #x200a) #x2028 #x2029 #x202f #x205f
+                     #x3000)))
+    (rx-to-string
+     `(or (any (#x00 . #x08) (#x0b . #x1f) (#x7f . #x9f) (#x202a . #x202e)
+               (#x2066 . #x2069) (#xe0000 . #xe007f))
+          (seq (or bos ,space) ,zero-width)
+          (seq ,zero-width (or eos ,space)))
+     t))
+  "What the sidecar's sanitiser drops: a match means the text is not clean.
+Controls but newline and tab, bidirectional embeddings, overrides and
+isolates, tag characters, and a zero-width character next to white space
+or an end of the text.")
+
 (defun lispm-paste--clean-p (text)
-  "Return non-nil if TEXT has no control character but newline and tab."
-  (not (string-match-p (rx (any (#x00 . #x08) (#x0b . #x1f) (#x7f . #x9f))) text)))
+  "Return non-nil if the sidecar's sanitiser would leave TEXT as it is."
+  (not (string-match-p lispm-paste--unclean text)))
 
 (defun lispm-paste-submit (agent text)
   "Paste TEXT into AGENT's composer and press Return a moment later.
 Signal `lispm-paste-refused' if AGENT has no live terminal or TEXT holds
-a control character other than newline and tab, and `lispm-paste-not-now'
-if the CLI shows a dialog that the Return would answer."
+what the sidecar would have cleaned (see `lispm-paste--unclean'), and
+`lispm-paste-not-now' if the CLI shows a dialog that the Return would
+answer."
   (let ((buffer (lispm-agent-buffer agent)))
     (unless (lispm-term-live-p buffer)
       (signal 'lispm-paste-refused (list (lispm-agent-name agent) "no live terminal")))
     (unless (lispm-paste--clean-p text)
-      (signal 'lispm-paste-refused (list (lispm-agent-name agent) "control characters")))
+      (signal 'lispm-paste-refused
+              (list (lispm-agent-name agent) "control or invisible characters")))
     (when-let* ((dialog (lispm-agent-dialog (lispm-agent-kind agent) buffer)))
       (signal 'lispm-paste-not-now (list (lispm-agent-name agent) dialog)))
     (lispm-term-paste buffer text)

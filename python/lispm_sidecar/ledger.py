@@ -105,7 +105,8 @@ the reason.
 Validation
 ----------
 Agent names are plain names (`claude`, `codex-2`); `lispm` is reserved for
-notices.  Text must be non-empty and not only whitespace, at most
+notices.  Text must hold something besides whitespace once cleaned
+(`sanitize`: a text of control characters is empty), at most
 `MAX_TEXT_CHARS` (100,000) characters, and valid UTF-8 (`bytes` that do not
 decode, or a `str` with lone surrogates, are refused).  Every refusal is a
 `LedgerError` (or `InvalidParams`) raised before anything is written.
@@ -139,6 +140,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from .errors import InvalidParams, LispmError
+from .sanitize import sanitize
 
 MAX_TEXT_CHARS = 100_000
 """The longest text a message may have, in characters (code points)."""
@@ -171,7 +173,7 @@ class LedgerError(LispmError):
 
 
 class EmptyText(LedgerError):
-    """The text is empty or only whitespace."""
+    """The text is empty, or only whitespace once cleaned."""
 
     code = -32011
 
@@ -447,8 +449,9 @@ def check_text(text: object) -> str:
         raise InvalidUtf8(
             f"text is not valid UTF-8 (lone surrogate at character {err.start})"
         ) from err
-    if not text.strip():
-        raise EmptyText("text is empty")
+    if not sanitize(text).strip():
+        raise EmptyText("text is empty" if not text.strip() else
+                        "text is empty once cleaned: it holds only control or invisible characters")
     return text
 
 

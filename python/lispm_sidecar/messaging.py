@@ -3,7 +3,8 @@
 Every text goes into the ledger first (one durable commit) and then into
 the recipient's delivery queue, so a message survives a restart of the
 sidecar between being sent and being delivered.  Tools return at once;
-answers arrive later as the asker's next message.
+answers arrive later as the asker's next message.  An agent cannot message
+or ask itself.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from .errors import LispmError
-from .ledger import LISPM, Ledger, Message
+from .ledger import LISPM, Ledger, Message, SelfRequest
 
 
 class UnknownRecipient(LispmError):
     """The message names no live agent."""
 
     code = -32020
+
+
+class SelfMessage(SelfRequest):
+    """An agent sent a message to itself."""
 
 
 class Messenger:
@@ -43,6 +48,9 @@ class Messenger:
 
     async def send_message(self, sender: str, to: str, text: str) -> str:
         """Queue TEXT for TO; answer at once."""
+        if to == sender:
+            raise SelfMessage(f"{sender} cannot send a message to itself; "
+                              "send it to another agent")
         self._check_recipient(sender, to)
         message = await self._ledger.send(sender, to, text)
         self._queued([message])

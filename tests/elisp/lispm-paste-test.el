@@ -104,6 +104,24 @@ SPEC is (AGENT FILE BACKEND)."
     (should (equal (mapconcat #'cdr (lispm-paste-test--wait-reads file 2) "")
                    "\e[200~ok\e[201~\r"))))
 
+(defconst lispm-paste-test--cases
+  (with-temp-buffer
+    (insert-file-contents
+     (expand-file-name "../sanitize-cases.json"
+                       (file-name-directory (or load-file-name buffer-file-name))))
+    (json-parse-buffer :object-type 'plist))
+  "The sanitiser's cases, shared with tests/python/test_sanitize.py.")
+
+(ert-deftest lispm-paste-test-refuses-what-the-sidecar-would-clean ()
+  "Emacs's last check takes exactly the texts the sidecar's cleaner leaves."
+  (should (> (length lispm-paste-test--cases) 20))
+  (seq-doseq (case lispm-paste-test--cases)
+    (let ((text (plist-get case :text))
+          (clean (plist-get case :clean)))
+      (should (equal (list (plist-get case :what) (lispm-paste--clean-p text))
+                     (list (plist-get case :what) (equal text clean))))
+      (should (lispm-paste--clean-p clean)))))
+
 (ert-deftest lispm-paste-test-request-from-the-sidecar ()
   (lispm-paste-test--with-agent (agent file 'term)
     (should (equal (lispm-sidecar-handle-request

@@ -85,11 +85,21 @@ async def test_bad_input_is_refused_and_nothing_is_recorded(sidecar: SidecarProc
     assert unknown[0] and "gemini" in unknown[1] and "codex, hermes" in unknown[1]
     self_ask = await call(sidecar, "claude", "ask_agent", to="claude", request="me?")
     assert self_ask[0] and "cannot ask itself" in self_ask[1]
+    self_send = await call(sidecar, "claude", "send_message", to="claude", text="me!")
+    assert self_send[0] and "cannot send a message to itself" in self_send[1]
     empty = await call(sidecar, "claude", "send_message", to="codex", text="   ")
     assert empty[0] and "empty" in empty[1].lower()
+    for invisible in ("\x1b\x03\r\n\x07", "\u202e\u200b \ufeff", "\U000e0041\U000e0042"):
+        for tool, args in (("send_message", {"to": "codex", "text": invisible}),
+                           ("ask_agent", {"to": "codex", "request": invisible})):
+            refused = await call(sidecar, "claude", tool, **args)
+            assert refused[0] and "empty once cleaned" in refused[1], (tool, invisible)
+    await call(sidecar, "codex", "ask_agent", to="claude", request="review?")
+    blank_reply = await call(sidecar, "claude", "reply", request="R1", text="\x1b\r\x03\u2066")
+    assert blank_reply[0] and "empty once cleaned" in blank_reply[1]
     huge = await call(sidecar, "claude", "send_message", to="codex", text="x" * 100_001)
     assert huge[0] and "100000" in huge[1].replace(",", "")
-    assert await ledger(sidecar) == []
+    assert [(e["kind"], e["sender"]) for e in await ledger(sidecar)] == [("request", "codex")]
 
 
 async def test_invalid_utf8_is_refused(sidecar: SidecarProcess) -> None:
