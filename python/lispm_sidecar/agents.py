@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .adapters import KindAdapter, adapter_class
+from .adapters import ADAPTERS, KindAdapter, adapter_class
 from .confine import Visibility, buffer_links
 from .delivery import DeliveryQueue, Handover
 from .editor import EditorMirror
@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from .tools import ListAgents
 
 log = logging.getLogger(__name__)
+
+#: Seconds the sidecar, going away, waits for agents it is still closing
+#: (their adapters may talk to a daemon) before it cancels what is left.
+CLOSE_DEADLINE = 5.0
 
 
 @dataclass
@@ -119,6 +123,9 @@ class Agents:
     starting: set[str] = field(default_factory=set)
     messenger: Messenger = field(init=False)
     adapters: dict[str, KindAdapter] = field(default_factory=dict)
+    #: Agents being stopped (`stop`): `stop_all` waits for them, so that no
+    #: token file or lock is left when the sidecar exits at once after.
+    closing: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.messenger = Messenger(self.services.ledger,
@@ -168,6 +175,9 @@ class Agents:
         is a new agent, and what an earlier agent of its name left is ended
         first (`Messenger.forget`): it must not receive it.
         """
+        if kind not in ADAPTERS:
+            raise InvalidParams(f"unknown agent kind {kind!r}; the kinds are "
+                                f"{', '.join(sorted(ADAPTERS))}")
         if name in self.by_name or name in self.starting:
             raise AgentExists(f"an agent named {name} is already registered")
         if not Path(folder).is_absolute():
@@ -304,9 +314,29 @@ class Agents:
         """
         agent = self.get(name, instance)
         del self.by_name[name]
-        await self._shut(agent)
-        await self._close(agent)
-        await self.messenger.agent_left(name)
+        task = asyncio.create_task(self._stop(agent))
+        self.closing.add(task)
+        task.add_done_callback(self.closing.discard)
+        # A shutdown that comes meanwhile cancels this request, not the stop.
+        await asyncio.shield(task)
+
+    async def _stop(self, agent: Agent) -> None:
+        try:
+            await self._shut(agent)
+        finally:
+            await self._close(agent)
+        await self.messenger.agent_left(agent.name)
+
+    async def _finish_closing(self) -> None:
+        """Wait for the agents being stopped, cancelling what takes too long."""
+        if not self.closing:
+            return
+        _, late = await asyncio.wait(set(self.closing), timeout=CLOSE_DEADLINE)
+        for task in late:
+            log.warning("an agent's stop took over %g s; cancelled", CLOSE_DEADLINE)
+            task.cancel()
+        if late:  # each one's files go in a `finally`
+            await asyncio.wait(late, timeout=CLOSE_DEADLINE)
 
     async def stop_all(self, keep_files: bool) -> None:
         """Stop every agent; with KEEP_FILES the tokens stay for a restart.
@@ -320,5 +350,6 @@ class Agents:
         if not keep_files:
             for agent in agents:
                 await self._close(agent)
+        await self._finish_closing()
         for adapter in self.adapters.values():
             await adapter.stop()

@@ -13,9 +13,10 @@ keys): they mark a lock as LispM's, so that LispM only ever removes its own
 locks, and they let a lock whose pid was reused by another process be told
 from a live one.
 
-The directory is created with mode 0700; if it already exists with a wider
-mode it is left alone (it is shared with other IDEs), but every lock LispM
-writes is mode 0600, because it holds the token.  Locks are written
+The directory is created with mode 0700, and one of this user's that
+exists with a wider mode is narrowed to 0700 (it is the user's own folder
+of lock files, and the locks hold tokens); every lock LispM writes is
+mode 0600 as well.  Locks are written
 atomically (a temporary file, then a rename) and never through a symlink.
 """
 
@@ -93,6 +94,11 @@ def lock_contents(
 
 def _ensure_dir(directory: Path) -> None:
     if directory.is_dir():
+        info = directory.lstat()
+        if (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+                and stat.S_IMODE(info.st_mode) & 0o077):
+            os.chmod(directory, 0o700)
+            log.info("narrowed %s to mode 0700", directory)
         return
     directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):

@@ -393,7 +393,7 @@ def test_write_lock_creates_private_dir_and_file(tmp_path: Path) -> None:
     assert os.listdir(config / "ide") == ["18082.lock"]
 
 
-def test_write_lock_keeps_a_wider_dir_but_the_file_is_private(tmp_path: Path) -> None:
+def test_write_lock_narrows_a_wider_dir_and_the_file_is_private(tmp_path: Path) -> None:
     (tmp_path / "ide").mkdir(mode=0o755)
     os.chmod(tmp_path / "ide", 0o755)
     old = os.umask(0)
@@ -403,7 +403,7 @@ def test_write_lock_keeps_a_wider_dir_but_the_file_is_private(tmp_path: Path) ->
     finally:
         os.umask(old)
     assert path == again
-    assert stat.S_IMODE(os.stat(tmp_path / "ide").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(tmp_path / "ide").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert orjson.loads(path.read_bytes())["authToken"] == "tok2"
 

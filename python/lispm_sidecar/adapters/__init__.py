@@ -4,8 +4,8 @@ Every agent has an MCP server, a token folder and a delivery queue
 (`agents.py`); an adapter adds its kind's part: Claude's IDE server,
 Holon's registry entry and skill, OpenClaw's Gateway session.  It also
 chooses how messages reach the agent (`Handover`: the terminal's composer,
-a daemon or a Gateway) and what watches its state.  A kind with no
-adapter of its own is a plain terminal agent.
+a daemon or a Gateway) and what watches its state.  The kinds are the
+keys of `ADAPTERS`: `Agents.start` refuses any other.
 
 Adapters are imported when their kind's first agent starts: the OpenClaw
 one brings aiohttp and cryptography, which the sidecar's first answer to
