@@ -39,7 +39,8 @@ Requests and notifications into Emacs:
 - `emacs/search-tools {name, instance, query}` → `{results}`;
   `emacs/skill {name, instance, skill}` → `{instructions, loaded, reason?}`;
   `emacs/call-tool {name, instance, call_id, tool, args}` → `{ok, text | error}`
-  or `{pending: true}` (then `lispm/tool-result` later)
+  or `{pending: true, within?}` (then `lispm/tool-result` later, within
+  `within` seconds if given, else an hour)
 - `emacs/ping PARAMS` → PARAMS
 - notification `lispm/agent-connected {name, instance}`: the CLI reached its server
 - notification `lispm/agent-activity {name, instance, activity, queued, session}`:
