@@ -49,6 +49,12 @@ that \\[lispm-install-sidecar] creates in `lispm-sidecar-venv-directory'."
   "Where \\[lispm-install-sidecar] creates the sidecar's virtual environment."
   :type 'directory)
 
+(defcustom lispm-sidecar-exit-wait 3
+  "Seconds an exiting Emacs waits for the sidecar to stop.
+The sidecar deletes the agents' token files and Claude's IDE lock
+files as it stops; a sidecar that takes longer is killed."
+  :type 'number)
+
 (defcustom lispm-ledger-file (locate-user-emacs-file "lispm/ledger.sqlite3")
   "The file of the durable ledger of messages, requests and replies."
   :type 'file
@@ -304,13 +310,25 @@ are added with `cl-defmethod' specialised on (eql \\='emacs/...).")
     (delete-process process)
     (jsonrpc-shutdown connection t)))
 
-(defun lispm-sidecar-stop ()
-  "Stop the sidecar, if it is running, without restarting it."
+(defun lispm-sidecar-stop (&optional timeout)
+  "Stop the sidecar, if it is running, without restarting it.
+It deletes the agents' private files and exits; wait for that at
+most TIMEOUT seconds (default 8), then kill it.  The ledger stays as
+it is: what waits for the agents waits for them to be resumed."
   (when (lispm-sidecar-live-p)
-    (let ((lispm-sidecar--stopping t)
-          (connection lispm-sidecar--connection))
-      (ignore-errors (jsonrpc-request connection 'lispm/shutdown nil :timeout 5))
-      (lispm-sidecar--end connection 3))))
+    (let* ((lispm-sidecar--stopping t)
+           (connection lispm-sidecar--connection)
+           (deadline (+ (float-time) (or timeout 8))))
+      (ignore-errors (jsonrpc-request connection 'lispm/shutdown nil
+                                      :timeout (* 0.8 (or timeout 8))))
+      (lispm-sidecar--end connection (max 0 (- deadline (float-time)))))))
+
+(defun lispm-sidecar--exit ()
+  "Stop the sidecar as Emacs exits, within `lispm-sidecar-exit-wait' seconds.
+Emacs would otherwise kill it before it deletes the agents' files."
+  (lispm-sidecar-stop lispm-sidecar-exit-wait))
+
+(add-hook 'kill-emacs-hook #'lispm-sidecar--exit)
 
 (defun lispm-restart-sidecar ()
   "Restart the sidecar; live agents keep their servers, ports and tokens."
