@@ -4,9 +4,9 @@
 
 ;; A second batch Emacs, with the real sidecar, starts a Claude agent
 ;; and a Codex agent (their CLIs stand-ins that sleep, in real
-;; terminals) and exits through `kill-emacs'.  Afterwards no agent
-;; folder (with its token files), no IDE lock file and no sidecar may
-;; remain.
+;; terminals) and exits through `kill-emacs', or first closes both and
+;; at once stops the sidecar.  Afterwards no agent folder (with its
+;; token files), no IDE lock file and no sidecar may remain.
 
 ;;; Code:
 
@@ -39,10 +39,15 @@
          (princ (format "open %d\n" (length (directory-files
                                               (expand-file-name "agents" (getenv "LISPM_RUNTIME_DIR"))
                                               nil "-claude-\\|-codex-"))))
+         (when (equal (getenv "LISPM_EXIT_TEST_HOW") "close-then-stop")
+           (mapc #'lispm-agent-close agents)
+           (lispm-sidecar-stop)
+           (princ (format "stopped %s\n" (not (lispm-sidecar-live-p)))))
          (kill-emacs 0))))
   "What the exiting Emacs runs.")
 
-(ert-deftest lispm-exit-test-kill-emacs-leaves-no-private-file ()
+(defun lispm-exit-test--run (how)
+  "Run the exiting Emacs, which ends its agents HOW; check nothing is left."
   (let* ((top (file-name-as-directory (file-truename (make-temp-file "lispm-exit" t))))
          (home (expand-file-name "home/" top))
          (runtime (expand-file-name "run/" top))
@@ -52,7 +57,8 @@
           (append (list (concat "HOME=" home)
                         (concat "CLAUDE_CONFIG_DIR=" (expand-file-name ".claude" home))
                         (concat "LISPM_RUNTIME_DIR=" runtime)
-                        (concat "LISPM_EXIT_TEST_FOLDER=" top))
+                        (concat "LISPM_EXIT_TEST_FOLDER=" top)
+                        (concat "LISPM_EXIT_TEST_HOW=" how))
                   process-environment)))
     (unwind-protect
         (progn
@@ -73,6 +79,8 @@
                  (sidecar (and (string-match "^sidecar \\([0-9]+\\)$" output)
                                (string-to-number (match-string 1 output)))))
             (should (string-match-p "^open 2$" output))
+            (when (equal how "close-then-stop")
+              (should (string-match-p "^stopped t$" output)))
             (should sidecar)
             (should (lispm-exit-test--wait (lambda () (not (process-attributes sidecar))) 10))
             (should (equal (directory-files (expand-file-name "agents" runtime) nil
@@ -81,6 +89,12 @@
             (should (file-directory-p locks))
             (should (equal (directory-files locks nil "\\.lock\\'") nil))))
       (delete-directory top t))))
+
+(ert-deftest lispm-exit-test-kill-emacs-leaves-no-private-file ()
+  (lispm-exit-test--run "exit"))
+
+(ert-deftest lispm-exit-test-closing-all-then-stopping-leaves-no-private-file ()
+  (lispm-exit-test--run "close-then-stop"))
 
 (provide 'lispm-exit-test)
 ;;; lispm-exit-test.el ends here
