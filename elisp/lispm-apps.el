@@ -347,12 +347,6 @@ g refresh  q close" 'face 'shadow))
   (setq-local revert-buffer-function #'lispm-apps--render)
   (setq truncate-lines t))
 
-;; The apps live in apps/, where package.el makes no autoloads: name
-;; their commands here, so M-x finds them before the store was opened.
-;;;###autoload (autoload 'lispm-doctor "apps/lispm-app-doctor" "Talk with LispM's Doctor." t)
-;;;###autoload (autoload 'lispm-mycin "apps/lispm-app-mycin" "Start a MYCIN consultation." t)
-;;;###autoload (autoload 'lispm-blocks "apps/lispm-app-blocks" "Open the blocks world." t)
-
 ;;;###autoload
 (defun lispm-apps ()
   "Open the LispM App Store: shelves of apps to open or read about."

@@ -614,6 +614,7 @@ what was written."
     (lispm-ide--render diff)
     (display-buffer (lispm-ide-diff-diff-buffer diff) lispm-ide-diff-display-action)))
 
+;;;###autoload
 (defun lispm-ide-show-diff (diff)
   "Show the pending DIFF again; asked for among the pending ones."
   (interactive

@@ -330,6 +330,7 @@ Emacs would otherwise kill it before it deletes the agents' files."
 
 (add-hook 'kill-emacs-hook #'lispm-sidecar--exit)
 
+;;;###autoload
 (defun lispm-restart-sidecar ()
   "Restart the sidecar; live agents keep their servers, ports and tokens."
   (interactive)
@@ -344,6 +345,7 @@ Emacs would otherwise kill it before it deletes the agents' files."
 (defvar lispm-sidecar-debug-log-size 2000000
   "Characters of protocol log kept while debugging is on.")
 
+;;;###autoload
 (defun lispm-toggle-debug ()
   "Turn the log of the Emacs-sidecar traffic on or off, and show it when on.
 Tokens never cross this link, so the log holds none."
@@ -359,6 +361,7 @@ Tokens never cross this link, so the log holds none."
 
 ;;; Installing the sidecar
 
+;;;###autoload
 (defun lispm-install-sidecar ()
   "Create the sidecar's virtual environment and install it there.
 Runs `python3 -m venv' and `pip install' in `lispm-sidecar-venv-directory',

@@ -78,6 +78,19 @@
 (require 'lispm-skills)
 (require 'lispm-calls)
 
+;; The App Store and its apps load when first used.  These forms name
+;; their commands in a source checkout, which has no generated
+;; autoloads; the installed package's autoloads copy the apps' ones
+;; (package.el makes none for apps/).  "apps/..." is found through the
+;; directory of this file, on `load-path' in both.
+(autoload 'lispm-apps "lispm-apps" "Open the LispM App Store." t)
+;;;###autoload
+(autoload 'lispm-doctor "apps/lispm-app-doctor" "Talk with LispM's Doctor." t)
+;;;###autoload
+(autoload 'lispm-mycin "apps/lispm-app-mycin" "Start a MYCIN consultation." t)
+;;;###autoload
+(autoload 'lispm-blocks "apps/lispm-app-blocks" "Open the blocks world." t)
+
 ;;;###autoload
 (defun lispm-start-agent (kind &optional folder)
   "Start an agent of KIND, asked for, at the current project's root.

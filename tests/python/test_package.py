@@ -7,6 +7,17 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import EMACS, ROOT, offline
+from tests.python.test_readme_commands import commands_check, readme_commands
+
+#: A later session: package.el activates LispM, nothing of it is loaded yet.
+NEXT_SESSION = r"""
+(progn
+  (setq package-user-dir (expand-file-name "elpa" (getenv "LISPM_TEST_HOME"))
+        package-archives nil)
+  (package-initialize)
+  (when (featurep 'lispm) (error "lispm was loaded before it was used"))
+  README-COMMANDS-CHECK)
+"""
 
 INSTALL_AND_USE = r"""
 (progn
@@ -66,3 +77,14 @@ def test_package_installs_and_runs_in_a_clean_emacs(tmp_path: Path) -> None:
         assert f"app {command} *LispM" in output, command
     warnings = [line for line in output.splitlines() if "Warning" in line]
     assert warnings == [], warnings
+    # Every command the README names, from the package's autoloads alone.
+    commands = readme_commands()
+    later = subprocess.run(
+        offline([EMACS, "--batch", "-Q", "--eval",
+                 NEXT_SESSION.replace("README-COMMANDS-CHECK", commands_check(commands))]),
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    output = later.stdout + later.stderr
+    assert later.returncode == 0, output
+    missing = [line.split()[1] for line in output.splitlines() if line.startswith("missing ")]
+    assert missing == [], output
+    assert sum(line.startswith("command ") for line in output.splitlines()) == len(commands)
