@@ -75,9 +75,16 @@
   "Send the sidecar RESULT, a plist, of the waiting call CALL-ID."
   (lispm-sidecar-notify 'lispm/tool-result (append (list :call_id call-id) result)))
 
+(defun lispm-calls--running-bound ()
+  "Return the seconds within which a running tool's result is sent.
+The longest a deferred tool may run (its own timeout kills it), plus
+a margin; the sidecar abandons the call after that."
+  (+ (max lispm-tools-shell-timeout lispm-tools-grep-timeout) 30))
+
 (defun lispm-calls--run (tool agent args call-id)
-  "Run TOOL for AGENT with ARGS; return its result, or `(:pending t)'.
-A result that comes later is sent as the result of CALL-ID."
+  "Run TOOL for AGENT with ARGS; return its result, or a pending answer.
+A result that comes later is sent as the result of CALL-ID; the pending
+answer says within how many seconds it comes."
   (let (result (answered nil))
     (lispm-tools-run tool agent args
                      (lambda (value)
@@ -85,7 +92,7 @@ A result that comes later is sent as the result of CALL-ID."
                            (lispm-calls--finish call-id value)
                          (setq result value))))
     (setq answered t)
-    (or result '(:pending t))))
+    (or result (list :pending t :within (lispm-calls--running-bound)))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/call-tool)) params)
   "Run the tool named in PARAMS for the agent named there, under the policy."

@@ -81,6 +81,10 @@ SETTLE_AFTER_INIT: Final = 2.0
 #: `selection_changed` is kept apart, and always).
 MAX_HELD: Final = 32
 
+#: Seconds a frame may take to reach a client's socket; a client that
+#: stops reading for longer is disconnected, so nothing waits on it forever.
+SEND_TIMEOUT: Final = 10.0
+
 
 class OutsideFolder(InvalidParams):
     """A path names something outside the agent's folder."""
@@ -331,6 +335,7 @@ class _Client:
     """One open, authenticated WebSocket."""
 
     ws: web.WebSocketResponse[Literal[False]]
+    transport: asyncio.BaseTransport | None = None
     initialized: bool = False
     listed: bool = False
     #: Ready for notifications (see SETTLE_AFTER_LIST); until then they are held.
@@ -359,9 +364,17 @@ class _Client:
         self.settle_timer = asyncio.get_running_loop().call_later(seconds, settle, self)
 
     async def send(self, frame: bytes) -> bool:
-        """Send FRAME as one text frame; False if the socket is gone."""
+        """Send FRAME as one text frame; False if the socket is gone.
+
+        A client that has not taken the frame within SEND_TIMEOUT is cut off.
+        """
         try:
-            await self.ws.send_frame(frame, WSMsgType.TEXT)
+            await asyncio.wait_for(self.ws.send_frame(frame, WSMsgType.TEXT), SEND_TIMEOUT)
+        except TimeoutError:
+            log.warning("an IDE client stopped reading for %g s; disconnecting it", SEND_TIMEOUT)
+            if self.transport is not None:
+                self.transport.abort()
+            return False
         except (ConnectionError, RuntimeError):
             return False
         return True
@@ -577,7 +590,7 @@ class IdeServer:
             return web.Response(status=426, text="websocket upgrade required",
                                 headers={"Upgrade": "websocket"})
         await ws.prepare(request)
-        client = _Client(ws)
+        client = _Client(ws, request.transport)
         self._clients.add(client)
         log.info("IDE client connected to agent %s", self.agent_name)
         self._changed()

@@ -60,6 +60,19 @@
       (should (equal (plist-get answer :text) "alpha\n")))
     (should (equal (plist-get (cdr (assq 'lispm/audit notified)) :decision) "allow"))))
 
+(ert-deftest lispm-calls-test-a-running-tool-says-when-its-result-comes ()
+  (lispm-calls-test--with-agent agent
+    (ignore agent)
+    (let ((answer (lispm-calls-test--call "grep" '(:pattern "alpha"))))
+      (should (eq (plist-get answer :pending) t))
+      (should (> (plist-get answer :within) lispm-tools-grep-timeout)))
+    (let ((deadline (+ (float-time) 10)))
+      (while (and (not (assq 'lispm/tool-result notified)) (< (float-time) deadline))
+        (accept-process-output nil 0.05)))
+    (let ((result (cdr (assq 'lispm/tool-result notified))))
+      (should (equal (plist-get result :call_id) "C1"))
+      (should (string-match-p "alpha" (plist-get result :text))))))
+
 (ert-deftest lispm-calls-test-eval-denied-runs-nothing ()
   (lispm-calls-test--with-agent agent
     (ignore agent)

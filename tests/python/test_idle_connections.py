@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import os
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from lispm_sidecar.ide import AUTH_HEADER
+from lispm_sidecar.ide import AUTH_HEADER, SEND_TIMEOUT
 from lispm_sidecar.mcp_server import HEADER_TIMEOUT
 
 from .sidecar_client import SidecarProcess
@@ -94,3 +97,40 @@ async def test_a_connection_without_its_header_is_closed(
         waits = await asyncio.gather(*idle)
         assert all(HEADER_TIMEOUT - 1 < wait < HEADER_TIMEOUT + 3 for wait in waits), waits
         assert await works()
+
+
+async def test_a_client_that_stops_reading_is_cut_off(agent: dict[str, Any]) -> None:
+    """An IDE client that reads nothing cannot hold the server's sends forever."""
+    port = agent["ide_port"]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                  f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mcp\r\n"
+                  f"{AUTH_HEADER}: {agent['ide_token']}\r\n\r\n").encode())
+    assert b" 101 " in await asyncio.wait_for(reader.readline(), 10)
+    # Many requests whose answers (the tool list, megabytes of it) it does not read.
+    frame = _masked_text_frame(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
+    writer.write(frame * 3000)
+    with contextlib.suppress(ConnectionError):
+        await asyncio.wait_for(writer.drain(), SEND_TIMEOUT + 20)
+    # The client reads nothing for longer than the server may wait on it...
+    await asyncio.sleep(SEND_TIMEOUT + 1)
+    # ... so the server has cut it off: what it had sent, then the end.  A
+    # server still waiting would answer the rest and the read would hang.
+    with contextlib.suppress(ConnectionError):
+        while await asyncio.wait_for(reader.read(1 << 20), 20):
+            pass
+    writer.close()
+
+
+def _masked_text_frame(payload: bytes) -> bytes:
+    """Return PAYLOAD as one client-to-server WebSocket text frame."""
+    mask = os.urandom(4)
+    body = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    assert len(payload) < 126
+    return bytes([0x81, 0x80 | len(payload)]) + mask + body
