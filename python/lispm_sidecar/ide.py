@@ -335,7 +335,7 @@ class _Client:
     """One open, authenticated WebSocket."""
 
     ws: web.WebSocketResponse[Literal[False]]
-    transport: asyncio.BaseTransport | None = None
+    transport: asyncio.Transport | None = None
     initialized: bool = False
     listed: bool = False
     #: Ready for notifications (see SETTLE_AFTER_LIST); until then they are held.
