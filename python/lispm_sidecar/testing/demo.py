@@ -1,20 +1,26 @@
 """`make demo`: LispM with real Claude Code and Codex on the scripted gateway.
 
 Runs inside a loopback-only network namespace (see scripts/demo.sh): it
+clears what an earlier demo left (project, HOME, ledger, runtime files),
 starts the gateway with the demo script, seeds a private HOME so the CLIs
-start straight at their composers, and replaces itself with `emacs -nw`
-showing LispM's agent list and both terminals.
+start straight at their composers, and runs `emacs -nw` in the demo
+project, showing LispM's agent list and both terminals.  When Emacs exits
+(or this process is told to end), the gateway is stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 
 import orjson
 
@@ -59,25 +65,60 @@ def demo_script(project: Path) -> list[dict[str, object]]:
     ]
 
 
-def start_gateway(work: Path, project: Path) -> str:
-    """Start the gateway in the background and return its URL."""
+#: `prctl` option: the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the gateway's process: end it if the demo dies (even by SIGKILL)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_gateway(work: Path, project: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the gateway in the background; return its process and its URL."""
     script = work / "demo-script.json"
     script.write_bytes(orjson.dumps(demo_script(project)))
     port_file = work / "gateway.port"
     port_file.unlink(missing_ok=True)
-    log = open(work / "gateway.stderr", "wb")  # noqa: SIM115 - handed to the child
-    subprocess.Popen(
-        [sys.executable, "-m", "lispm_sidecar.testing.gateway", "--port", "0",
-         "--port-file", str(port_file), "--log", str(work / "gateway.jsonl"),
-         "--script", str(script)],
-        stdout=log, stderr=log, start_new_session=True,
-    )
+    with open(work / "gateway.stderr", "wb") as log:
+        gateway = subprocess.Popen(
+            [sys.executable, "-m", "lispm_sidecar.testing.gateway", "--port", "0",
+             "--port-file", str(port_file), "--log", str(work / "gateway.jsonl"),
+             "--script", str(script)],
+            stdout=log, stderr=log, start_new_session=True, preexec_fn=_die_with_parent,
+        )
+    (work / "gateway.pid").write_text(f"{gateway.pid}\n")
     deadline = time.monotonic() + 30
     while not (port_file.exists() and port_file.read_text().strip()):
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or gateway.poll() is not None:
+            stop_gateway(gateway)
             raise SystemExit((work / "gateway.stderr").read_text())
         time.sleep(0.05)
-    return f"http://127.0.0.1:{port_file.read_text().strip()}"
+    return gateway, f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+
+def stop_gateway(gateway: subprocess.Popen[bytes]) -> None:
+    """Stop the gateway: politely, then for good after 5 s."""
+    if gateway.poll() is None:
+        gateway.terminate()
+        try:
+            gateway.wait(5)
+        except subprocess.TimeoutExpired:
+            gateway.kill()
+            gateway.wait()
+
+
+def clear(work: Path) -> None:
+    """Remove what an earlier demo in WORK left, so that this one starts clean."""
+    for folder in ("project", "home", "run"):
+        shutil.rmtree(work / folder, ignore_errors=True)
+    for name in ("ledger.sqlite3", "ledger.sqlite3-wal", "ledger.sqlite3-shm",
+                 "gateway.jsonl", "gateway.pid"):
+        (work / name).unlink(missing_ok=True)
+
+
+def _end(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main() -> None:
@@ -86,11 +127,24 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True)
     args = parser.parse_args()
     work: Path = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    clear(work)
     project = work / "project"
-    if not project.exists():
-        shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
-        subprocess.run(["git", "init", "-q", str(project)], check=True)
-    url = start_gateway(work, project)
+    shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    gateway, url = start_gateway(work, project)
+    try:
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            signal.signal(signum, _end)
+        sys.exit(run_emacs(work, project, url))
+    finally:
+        stop_gateway(gateway)
+        with contextlib.suppress(FileNotFoundError):
+            (work / "gateway.pid").unlink()
+
+
+def run_emacs(work: Path, project: Path, url: str) -> int:
+    """Run Emacs in this terminal, in PROJECT, until it exits; return its status."""
     env = seed_home(work / "home", url, [project])
     npm_bin = os.environ.get("LISPM_NPM_BIN", str(ROOT / ".deps/npm/node_modules/.bin"))
     env.update(
@@ -101,9 +155,22 @@ def main() -> None:
         TERM=os.environ.get("TERM", "xterm-256color"),
     )
     emacs = os.environ.get("EMACS", "emacs")
-    os.execvpe(emacs, [emacs, "-nw", "-Q", "-L", str(ROOT / "elisp"),
-                       "-L", str(ROOT / "elisp" / "apps"), "-l", str(ROOT / "scripts/demo.el")],
-               env)
+    # In the project, so that agents started from the list (`s`) work there.
+    process = subprocess.Popen([emacs, "-nw", "-Q", "-L", str(ROOT / "elisp"),
+                                "-L", str(ROOT / "elisp" / "apps"),
+                                "-l", str(ROOT / "scripts/demo.el")],
+                               env=env, cwd=project)
+    try:
+        return process.wait()
+    except SystemExit:
+        # Told to end: so is Emacs, which then stops its agents and sidecar.
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise
 
 
 if __name__ == "__main__":
