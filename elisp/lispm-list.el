@@ -107,11 +107,23 @@
         (pop-to-buffer buffer)
       (user-error "That agent's terminal is not open yet"))))
 
+(defun lispm-list--close-warning (agent)
+  "Return why closing AGENT now would cut something short, or nil."
+  (let ((state (lispm-agent-display-state agent))
+        (queued (lispm-agent-queued agent)))
+    (cond ((eq state 'busy) "is working")
+          ((eq state 'waiting-for-approval) "waits for your approval in its terminal")
+          ((> queued 0) (format "has %d message%s waiting" queued (if (= queued 1) "" "s"))))))
+
 (defun lispm-list-close ()
-  "Close the agent on this line: end its CLI and stop its server."
+  "Close the agent on this line: end its CLI and stop its server.
+Ask first if it is working, waits for an approval or has messages
+waiting for it; an idle agent closes at once."
   (interactive nil lispm-list-mode)
-  (let ((agent (lispm-list--agent)))
-    (when (y-or-n-p (format "Close %s? " (lispm-agent-name agent)))
+  (let* ((agent (lispm-list--agent))
+         (warning (lispm-list--close-warning agent)))
+    (when (or (null warning)
+              (y-or-n-p (format "%s %s; close it anyway? " (lispm-agent-name agent) warning)))
       (lispm-agent-close agent))))
 
 ;;;###autoload

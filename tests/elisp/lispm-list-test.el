@@ -1,0 +1,63 @@
+;;; lispm-list-test.el --- Tests of the agent list  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; `k' in the list: an idle agent closes at once; one that is working,
+;; waits for an approval or has messages waiting is closed only if the
+;; user says so.  The agents are fakes without a terminal or a server.
+
+;;; Code:
+
+(require 'ert)
+(require 'lispm)
+
+(defmacro lispm-list-test--with-agent (spec &rest body)
+  "Run BODY in the agent list showing one fake agent.
+SPEC is (AGENT ACTIVITY QUEUED): AGENT is bound to the agent, running
+with ACTIVITY and QUEUED messages."
+  (declare (indent 1) (debug t))
+  (pcase-let ((`(,agent ,activity ,queued) spec))
+    `(let* ((lispm-agents--by-name (make-hash-table :test #'equal))
+            (,agent (lispm-agent--make :name "codex" :kind 'codex :folder "/tmp/"
+                                       :serial 1 :state 'running :activity ,activity
+                                       :queued ,queued)))
+       (puthash "codex" ,agent lispm-agents--by-name)
+       (cl-letf (((symbol-function 'lispm-sidecar-async-request) #'ignore)
+                 ((symbol-function 'lispm-sidecar-notify) #'ignore))
+         (unwind-protect
+             (with-current-buffer (get-buffer-create lispm-list-buffer-name)
+               (lispm-list-mode)
+               (lispm-list--fill)
+               (tabulated-list-print)
+               (goto-char (point-min))
+               ,@body)
+           (kill-buffer lispm-list-buffer-name))))))
+
+(defun lispm-list-test--close (answer)
+  "Press `k' answering ANSWER if asked; return the question, or nil."
+  (let (asked)
+    (cl-letf (((symbol-function 'y-or-n-p)
+               (lambda (prompt) (setq asked prompt) answer)))
+      (call-interactively #'lispm-list-close))
+    asked))
+
+(ert-deftest lispm-list-test-idle-agent-closes-at-once ()
+  (lispm-list-test--with-agent (agent 'idle 0)
+    (should-not (lispm-list-test--close nil))
+    (should-not (lispm-agent-live-p agent))
+    (should (eq (lispm-agent-state agent) 'exited))))
+
+(ert-deftest lispm-list-test-busy-agent-asks-first ()
+  (dolist (case '((busy 0 "codex is working; close it anyway? ")
+                  (waiting-for-approval 0 "codex waits for your approval in its \
+terminal; close it anyway? ")
+                  (idle 2 "codex has 2 messages waiting; close it anyway? ")))
+    (pcase-let ((`(,activity ,queued ,question) case))
+      (lispm-list-test--with-agent (agent activity queued)
+        (should (equal (lispm-list-test--close nil) question))
+        (should (lispm-agent-live-p agent))
+        (should (equal (lispm-list-test--close t) question))
+        (should-not (lispm-agent-live-p agent))))))
+
+(provide 'lispm-list-test)
+;;; lispm-list-test.el ends here
