@@ -546,6 +546,10 @@ class _TransactionLost(Exception):
     """A work of a group ended the group's transaction."""
 
 
+class _WroteThenFailed(Exception):
+    """A work of a group failed after writing: the group must run with savepoints."""
+
+
 class LedgerStore:
     """The ledger on one SQLite file, synchronous, for one thread."""
 
@@ -553,6 +557,8 @@ class LedgerStore:
         self.path = Path(path)
         self._clock = clock
         self._depth = 0
+        #: Inside `run_group`'s first try: a work's own writes take no savepoint.
+        self._bare = False
         _prepare_file(self.path)
         self._conn = _connect(self.path)
         try:
@@ -600,6 +606,13 @@ class LedgerStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One transaction, or a savepoint inside `batch()`; rolled back on any error."""
         conn = self._conn
+        if self._bare and self._depth == 1:
+            self._depth = 2
+            try:
+                yield conn
+            finally:
+                self._depth = 1
+            return
         if self._depth:
             name = f"s{self._depth}"
             self._depth += 1
@@ -642,16 +655,23 @@ class LedgerStore:
     def run_group(self, works: Sequence[Callable[[LedgerStore], Any]]) -> list[Outcome]:
         """Run each of WORKS on this store, all in one transaction: one commit.
 
-        Each work's own writes are savepoints, so a work that fails (a
-        refusal) rolls back only its own changes, and the others' stand.
-        Return each work's `Outcome` once the commit is done; if the commit
-        (or `BEGIN`) fails, every outcome is that `LedgerError`.  If a work
-        ends the transaction itself (SQLite aborts a transaction on some
-        storage errors), the others are run again, each in a transaction
-        of its own.
+        A work that fails (a refusal) leaves the others' changes standing.
+        Most refusals come before any write, so the group first runs with
+        no savepoints (each costs two statements); if a work fails after it
+        wrote, that attempt is rolled back whole and the group runs again
+        with each work's writes in a savepoint of its own, which rolls back
+        only that work.  Return each work's `Outcome` once the commit is
+        done; if the commit (or `BEGIN`) fails, every outcome is that
+        `LedgerError`.  If a work ends the transaction itself (SQLite aborts
+        a transaction on some storage errors), the others are run again,
+        each in a transaction of its own.
         """
         if len(works) == 1:
             return [_outcome(works[0], self)]
+        try:
+            return self._run_bare(works)
+        except _WroteThenFailed:
+            pass
         outcomes: list[Outcome] = []
         try:
             with self._write() as conn:
@@ -663,6 +683,30 @@ class LedgerStore:
             lost = len(outcomes) - 1
             return ([_outcome(work, self) for work in works[:lost]] + [outcomes[lost]]
                     + [_outcome(work, self) for work in works[lost + 1:]])
+        except LedgerError as err:
+            return [Outcome(error=LedgerError(str(err))) for _ in works]
+        return outcomes
+
+    def _run_bare(self, works: Sequence[Callable[[LedgerStore], Any]]) -> list[Outcome]:
+        """Run WORKS in one transaction without savepoints; see `run_group`.
+
+        Raise `_WroteThenFailed`, with the transaction rolled back, if a
+        work failed after writing (or ended the transaction).
+        """
+        outcomes: list[Outcome] = []
+        try:
+            with self._write() as conn:
+                self._bare = True
+                try:
+                    for work in works:
+                        before = conn.total_changes
+                        outcome = _outcome(work, self)
+                        if not conn.in_transaction or (
+                                outcome.error is not None and conn.total_changes != before):
+                            raise _WroteThenFailed
+                        outcomes.append(outcome)
+                finally:
+                    self._bare = False
         except LedgerError as err:
             return [Outcome(error=LedgerError(str(err))) for _ in works]
         return outcomes
