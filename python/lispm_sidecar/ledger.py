@@ -789,8 +789,8 @@ class LedgerStore:
                 raise RequestClosed(f"request R{n} was already answered; a request is answered "
                                     "only once")
             if state == "ended":
-                raise RequestClosed(f"request R{n} is closed: {asked} ended without replying "
-                                    "before, so it can no longer be answered")
+                raise RequestClosed(f"request R{n} has ended (its asker or {asked} left "
+                                    "without a reply), so it can no longer be answered")
             now = self._clock()
             message = self._insert(conn, "reply", replier, asker, body, n, now)
             conn.execute(

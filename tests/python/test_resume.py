@@ -112,7 +112,7 @@ async def test_a_new_agent_of_a_remembered_name_gets_nothing_of_the_old(
     assert not [e for e in await ledger(restarted)
                 if e["recipient"] == "claude" and e["state"] == "queued"]
     late = await call(restarted, "codex", "reply", request="R1", text="here you are")
-    assert late[0] and "R1" in late[1]
+    assert late[0] and "R1" in late[1] and "has ended" in late[1], late
     # Another agent's requests are untouched.
     assert entries["and mine?"]["state"] == "queued"
 
