@@ -110,7 +110,7 @@ def stop_gateway(gateway: subprocess.Popen[bytes]) -> None:
 
 def clear(work: Path) -> None:
     """Remove what an earlier demo in WORK left, so that this one starts clean."""
-    for folder in ("project", "home", "run"):
+    for folder in ("project", "home", "run", "gateway.jsonl.bodies"):
         shutil.rmtree(work / folder, ignore_errors=True)
     for name in ("ledger.sqlite3", "ledger.sqlite3-wal", "ledger.sqlite3-shm",
                  "gateway.jsonl", "gateway.pid"):
