@@ -2,10 +2,19 @@
 
 Everything below the RPC boundary raises one of these; `rpc.py` turns them
 into JSON-RPC errors in one place, and the MCP tools turn them into tool
-errors the model can read.
+errors the model can read, through `tool_errors`.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class LispmError(Exception):
@@ -55,3 +64,19 @@ class VersionMismatch(LispmError):
     """Emacs and the sidecar speak different protocol versions."""
 
     code = -32005
+
+
+def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Return the MCP tool FN, with a `LispmError` it raises made a `ToolError`.
+
+    The model then reads the error's message as the tool's failed result.
+    The wrapper keeps FN's signature, from which the MCP server derives
+    the tool's argument schema.
+    """
+    @functools.wraps(fn)
+    async def tool(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except LispmError as err:
+            raise ToolError(str(err)) from err
+    return tool

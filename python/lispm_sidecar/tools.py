@@ -13,12 +13,11 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from . import __version__
-from .errors import LispmError
+from .errors import tool_errors
 from .lisp_tools import LispTools
 from .messaging import Messenger
 from .views import Views, add_views
@@ -96,62 +95,48 @@ def build_mcp(
     """
     server: MCPServer = MCPServer(name="lispm", instructions=INSTRUCTIONS, version=__version__)
 
+    @tool_errors
     async def list_agents_tool() -> dict[str, Any]:
-        try:
-            agents = await list_agents()
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        agents = await list_agents()
         return {"you": agent_name, "agents": agents}
 
+    @tool_errors
     async def send_message(to: To, text: Text) -> str:
-        try:
-            return await messenger.send_message(agent_name, to, text)
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return await messenger.send_message(agent_name, to, text)
 
+    @tool_errors
     async def ask_agent(
         to: To,
         request: Annotated[str, Field(description="What you ask of the other agent.")],
     ) -> str:
-        try:
-            return await messenger.ask_agent(agent_name, to, request)
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return await messenger.ask_agent(agent_name, to, request)
 
+    @tool_errors
     async def reply(
         request: Annotated[str, Field(description="The request id you were sent, e.g. R1.")],
         text: Annotated[str, Field(description="Your complete answer.")],
     ) -> str:
-        try:
-            return await messenger.reply(agent_name, request, text)
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return await messenger.reply(agent_name, request, text)
 
+    @tool_errors
     async def search_tools(
         query: Annotated[str, Field(description="Words to look for.")],
     ) -> dict[str, Any]:
-        try:
-            return {"results": await lisp_tools.search(agent_name, instance, query)}
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return {"results": await lisp_tools.search(agent_name, instance, query)}
 
+    @tool_errors
     async def skill(
         name: Annotated[str, Field(description="The skill's name, from search_tools.")],
     ) -> dict[str, Any]:
-        try:
-            return await lisp_tools.skill(agent_name, instance, name)
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return await lisp_tools.skill(agent_name, instance, name)
 
+    @tool_errors
     async def call_tool(
         name: Annotated[str, Field(description="The tool's name, from search_tools.")],
         args: Annotated[dict[str, Any] | None,
                         Field(description="The tool's arguments, an object.")] = None,
     ) -> str:
-        try:
-            return await lisp_tools.call(agent_name, instance, name, args or {})
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return await lisp_tools.call(agent_name, instance, name, args or {})
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     talks = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
