@@ -202,6 +202,25 @@ Signal a `user-error' saying how to install it if it is not installed."
                       (project-root project)
                     default-directory))))
 
+(defun lispm-agents-register (kind folder &optional name resume)
+  "Register a new agent of KIND working in FOLDER, announce it, and return it.
+The agent is `starting': nothing is launched (`lispm-agent-start'
+launches its CLI).  NAME, if given, is its name, which must be free; it
+defaults to the first free name for KIND.  RESUME is as for
+`lispm-agent-start'.  Signal a `user-error' if FOLDER is not a directory
+or NAME is taken."
+  (let ((folder (file-name-as-directory (file-truename folder)))
+        (name (or name (lispm-agents--unique-name kind))))
+    (unless (file-directory-p folder)
+      (user-error "No such folder: %s" folder))
+    (when (lispm-agent-get name)
+      (user-error "An agent named %s is already running" name))
+    (let ((agent (lispm-agent--make :name name :kind kind :folder folder :resume resume
+                                    :serial (cl-incf lispm-agents--serial))))
+      (puthash name agent lispm-agents--by-name)
+      (lispm-agents--changed)
+      agent)))
+
 (defun lispm-agent-start (kind &optional folder display name resume)
   "Start an agent of KIND working in FOLDER, and return it.
 FOLDER defaults to the current project's root.  The agent shows in the
@@ -215,17 +234,8 @@ session id to resume (see `lispm-agent-resume'), or t if it had none."
     (user-error "Unknown agent kind %s; known: %s" kind
                 (mapconcat (lambda (k) (symbol-name (car k))) lispm-agent-kinds ", ")))
   (lispm-agent--executable kind)
-  (let* ((folder (file-name-as-directory
-                  (file-truename (or folder (lispm-agents--default-folder)))))
-         (name (or name (lispm-agents--unique-name kind)))
-         (agent (lispm-agent--make :name name :kind kind :folder folder :resume resume
-                                   :serial (cl-incf lispm-agents--serial))))
-    (unless (file-directory-p folder)
-      (user-error "No such folder: %s" folder))
-    (when (lispm-agent-get name)
-      (user-error "An agent named %s is already running" name))
-    (puthash name agent lispm-agents--by-name)
-    (lispm-agents--changed)
+  (let ((agent (lispm-agents-register
+                kind (or folder (lispm-agents--default-folder)) name resume)))
     (condition-case err
         (lispm-sidecar-async-request
          'lispm/agent-start
@@ -290,14 +300,14 @@ Display the terminal if DISPLAY is non-nil."
             (setq-local lispm-agent--this agent)
             (add-hook 'kill-buffer-hook #'lispm-agents--buffer-killed nil t))
           (lispm-term-add-exit-function
-           buffer (lambda (_buffer _status) (lispm-agent--closed agent)))
+           buffer (lambda (_buffer _status) (lispm-agents-unregister agent)))
           (lispm-agents--changed)
           (when window
             (set-window-buffer window buffer)
             (select-window window))
           (run-hook-with-args 'lispm-agent-started-functions agent))
       (error
-       (lispm-agent--closed agent)
+       (lispm-agents-unregister agent)
        (message "LispM: %s could not start: %s" (lispm-agent-name agent)
                 (error-message-string err))))))
 
@@ -338,10 +348,12 @@ With RESTORE, say so: a restarted sidecar binds to what the CLI already wrote."
 (defun lispm-agents--buffer-killed ()
   "Close the agent whose terminal buffer is being killed."
   (when lispm-agent--this
-    (lispm-agent--closed lispm-agent--this)))
+    (lispm-agents-unregister lispm-agent--this)))
 
-(defun lispm-agent--closed (agent)
-  "Note that AGENT's terminal has closed: stop its server and forget it."
+(defun lispm-agents-unregister (agent)
+  "Note that AGENT's terminal has closed: stop its server and forget it.
+AGENT is `exited' from then on, and the change is announced.  Nothing
+happens if AGENT has already left."
   (when (lispm-agent-live-p agent)
     (remhash (lispm-agent-name agent) lispm-agents--by-name)
     (setf (lispm-agent-state agent) 'exited)
@@ -357,7 +369,7 @@ With RESTORE, say so: a restarted sidecar binds to what the CLI already wrote."
     (if (buffer-live-p buffer)
         (let ((kill-buffer-query-functions nil))
           (kill-buffer buffer))
-      (lispm-agent--closed agent))))
+      (lispm-agents-unregister agent))))
 
 ;;; What the sidecar asks and tells
 

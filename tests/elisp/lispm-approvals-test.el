@@ -12,6 +12,7 @@
 (require 'ert)
 (require 'lispm-approvals)
 (require 'lispm-list)
+(require 'lispm-test-fixtures)
 
 (defvar lispm-approvals-test--audits nil
   "The `lispm/audit' notifications sent, newest first.")
@@ -21,9 +22,7 @@
 `folder' is a fresh directory; sidecar notifications are captured in
 `lispm-approvals-test--audits' instead of sent."
   (declare (indent 0) (debug t))
-  `(let* ((lispm-agents--by-name (make-hash-table :test #'equal))
-          (lispm-agents--serial 0)
-          (lispm-agents-changed-hook (default-value 'lispm-agents-changed-hook))
+  `(let* ((lispm-agents-changed-hook (default-value 'lispm-agents-changed-hook))
           (lispm-policy--grants nil)
           (lispm-policy-roles (eval (car (get 'lispm-policy-roles 'standard-value)) t))
           (lispm-approvals--pending nil)
@@ -38,17 +37,14 @@
                   (push (cons method params) lispm-approvals-test--audits))))
        (unwind-protect
            (save-window-excursion
-             ,@body)
+             (lispm-test-with-registry ,@body))
          (when (get-buffer lispm-approvals-buffer-name)
            (kill-buffer lispm-approvals-buffer-name))
          (delete-directory folder t)))))
 
 (defun lispm-approvals-test--agent (name folder)
-  "Put a live agent NAME working in FOLDER in the registry; return it."
-  (let ((agent (lispm-agent--make :name name :kind 'codex :folder folder
-                                  :serial (cl-incf lispm-agents--serial))))
-    (puthash name agent lispm-agents--by-name)
-    agent))
+  "Register a live agent NAME working in FOLDER; return it."
+  (lispm-test-add-agent :name name :folder folder))
 
 (defun lispm-approvals-test--recorder ()
   "Return (CALLBACK . CALLS): CALLBACK pushes its argument on CALLS's car."
@@ -309,7 +305,7 @@
       (lispm-approvals-request codex nil 'shell '(:command "ls") (car rec1))
       (lispm-approvals-request claude nil 'shell '(:command "pwd") (car rec2))
       (lispm-approvals-request codex nil 'eval '(:form "1") (car rec3))
-      (lispm-agent--closed codex)
+      (lispm-agents-unregister codex)
       (should (equal (car (cdr rec1)) '((:decision withdrawn :reason "codex closed"))))
       (should (equal (car (cdr rec3)) '((:decision withdrawn :reason "codex closed"))))
       (should-not (car (cdr rec2)))
@@ -317,7 +313,7 @@
       (should-not (string-search "codex" (lispm-approvals-test--text)))
       (should (string-search "claude" (lispm-approvals-test--text)))
       ;; Another change of the registry does not call them again.
-      (lispm-agents--changed)
+      (run-hooks 'lispm-agents-changed-hook)
       (should (= (length (car (cdr rec1))) 1))
       ;; A new agent of the same name has nothing waiting.
       (should-not (lispm-approvals-for-agent (lispm-approvals-test--agent "codex" folder)))
@@ -327,7 +323,7 @@
   (lispm-approvals-test--with-state
     (let* ((codex (lispm-approvals-test--agent "codex" folder))
            (rec (lispm-approvals-test--recorder)))
-      (lispm-agent--closed codex)
+      (lispm-agents-unregister codex)
       (let ((id (lispm-approvals-request codex nil 'shell '(:command "ls") (car rec))))
         (should (stringp id))
         (should-not (car (cdr rec)))
@@ -393,7 +389,7 @@
       (lispm-approvals-allow id1)
       (lispm-approvals-allow-session id2)
       (lispm-approvals-deny id3 "not now")
-      (lispm-agent--closed claude)
+      (lispm-agents-unregister claude)
       (let ((audits (reverse lispm-approvals-test--audits)))
         (should (equal (mapcar #'car audits) '(lispm/audit lispm/audit lispm/audit lispm/audit)))
         (should (cl-every (lambda (a) (numberp (plist-get (cdr a) :time))) audits))

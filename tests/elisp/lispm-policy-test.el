@@ -11,29 +11,24 @@
 
 (require 'ert)
 (require 'lispm-policy)
+(require 'lispm-test-fixtures)
 
 (defmacro lispm-policy-test--with-agents (&rest body)
   "Run BODY with an empty registry, no grants and the standard roles.
 In BODY, `folder' is a fresh directory (a truename, with a slash)."
   (declare (indent 0) (debug t))
-  `(let* ((lispm-agents--by-name (make-hash-table :test #'equal))
-          (lispm-agents--serial 0)
-          (lispm-agents-changed-hook (default-value 'lispm-agents-changed-hook))
+  `(let* ((lispm-agents-changed-hook (default-value 'lispm-agents-changed-hook))
           (lispm-policy--grants nil)
           (lispm-policy-roles (eval (car (get 'lispm-policy-roles 'standard-value)) t))
           (lispm-policy-default-role 'default)
           (folder (file-name-as-directory (file-truename (make-temp-file "lispm-policy-" t)))))
      (unwind-protect
-         (progn ,@body)
+         (lispm-test-with-registry ,@body)
        (delete-directory folder t))))
 
-(defun lispm-policy-test--agent (name folder &optional serial)
-  "Put a live agent NAME working in FOLDER in the registry; return it.
-SERIAL defaults to the next one."
-  (let ((agent (lispm-agent--make :name name :kind 'codex :folder folder
-                                  :serial (or serial (cl-incf lispm-agents--serial)))))
-    (puthash name agent lispm-agents--by-name)
-    agent))
+(defun lispm-policy-test--agent (name folder)
+  "Register a live agent NAME working in FOLDER; return it."
+  (lispm-test-add-agent :name name :folder folder))
 
 (ert-deftest lispm-policy-test-default-role ()
   (lispm-policy-test--with-agents
@@ -159,7 +154,7 @@ SERIAL defaults to the next one."
       (lispm-policy-revoke codex 'eval)
       (should (equal (lispm-policy-grants codex) '(edit)))
       ;; The agent leaves: its grants go with it.
-      (lispm-agent--closed codex)
+      (lispm-agents-unregister codex)
       (should-not (lispm-policy-granted-p codex 'edit))
       (should-not (cl-find codex lispm-policy--grants :key #'lispm-policy--grant-agent))
       ;; A later agent of the same name does not inherit anything.
@@ -172,19 +167,23 @@ SERIAL defaults to the next one."
     (let* ((codex (lispm-policy-test--agent "codex" folder))
            (file (list :files (list (expand-file-name "a.el" folder)))))
       (lispm-policy-grant codex 'edit)
-      ;; Replaced in the registry by a new codex, no hook run: the grant
-      ;; is neither the new one's nor still in force.
-      (let ((successor (lispm-policy-test--agent "codex" folder)))
+      ;; Gone, and a new codex registered, no hook run: the grant is
+      ;; neither the new one's nor still in force.
+      (let ((successor (let ((lispm-agents-changed-hook nil))
+                         (lispm-agents-unregister codex)
+                         (lispm-policy-test--agent "codex" folder))))
         (should (eq (lispm-policy-decide successor nil 'edit file) 'ask))
         (should (eq (lispm-policy-decide codex nil 'edit file) 'ask)))
       (should (memq #'lispm-policy--forget-gone lispm-agents-changed-hook)))))
 
 (ert-deftest lispm-policy-test-unregistered-agent-keeps-grants-until-revoked ()
   (lispm-policy-test--with-agents
+    ;; LispM's own agent is never in the registry, so no front door
+    ;; makes it: it is a bare record, as it will be.
     (let ((own (lispm-agent--make :name "lispm" :kind 'lispm :folder folder :serial 99))
           (codex (lispm-policy-test--agent "codex" folder)))
       (lispm-policy-grant own 'shell)
-      (lispm-agent--closed codex)
+      (lispm-agents-unregister codex)
       (should (eq (lispm-policy-decide own nil 'shell '(:command "ls")) 'allow))
       ;; Another of the same name, but not the same serial, has no grant.
       (let ((other (lispm-agent--make :name "lispm" :kind 'lispm :folder folder :serial 100)))

@@ -1,0 +1,99 @@
+;;; lispm-test-fixtures.el --- Agents for the tests, registered the way LispM registers them  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; A test that needs an agent gets one through the front door: it is
+;; registered by `lispm-agents-register', as `lispm-agent-start' does,
+;; and it leaves by `lispm-agents-unregister', as when its terminal
+;; closes; both run `lispm-agents-changed-hook'.  Nothing is launched.
+;;
+;; `lispm-test-with-registry' gives a test a registry of its own;
+;; `lispm-test-add-agent' adds an agent to it; `lispm-test-with-agent'
+;; does both for a test that needs one agent.  An agent leaves mid-test
+;; by `lispm-agents-unregister'.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'lispm-agents)
+
+(defvar lispm-agents-file)
+
+(defconst lispm-test--slots
+  '(:state :activity :pid :buffer :port :launch :queued :session)
+  "The slots of an agent that its life sets after it is registered.")
+
+(defun lispm-test--call-with-registry (body)
+  "Call BODY with an agent registry of its own, empty at first.
+The agents still in it afterwards leave, as when their terminals close.
+While BODY runs, the agents file of `lispm-resume' (when loaded) is one
+of this registry's own, so that running `lispm-agents-changed-hook'
+never writes the user's."
+  (let* ((directory (make-temp-file "lispm-test-registry-" t))
+         (lispm-agents--by-name (make-hash-table :test #'equal))
+         (lispm-agents--serial 0))
+    (unwind-protect
+        (cl-progv (and (boundp 'lispm-agents-file) '(lispm-agents-file))
+            (list (expand-file-name "lispm/agents.eld" directory))
+          (unwind-protect (funcall body)
+            (mapc #'lispm-agents-unregister (lispm-agents))))
+      (delete-directory directory t))))
+
+(defmacro lispm-test-with-registry (&rest body)
+  "Run BODY with an agent registry of its own, empty at first.
+Agents registered in BODY that are still there at its end leave, as
+when their terminals close."
+  (declare (indent 0) (debug t))
+  `(lispm-test--call-with-registry (lambda () ,@body)))
+
+(defun lispm-test-add-agent (&rest keys)
+  "Register an agent as `lispm-agent-start' does, without a CLI; return it.
+KEYS: :kind (default `codex'), :folder (default the variable
+`temporary-file-directory'), :name and :resume are passed to
+`lispm-agents-register'.  Then the slots that an agent's life sets
+\(:state, :activity, :pid, :buffer, :port, :launch, :queued, :session)
+are set to the values KEYS give, and if any was given, the change is
+announced, as the sidecar's reports would announce it."
+  (cl-loop for key in keys by #'cddr
+           unless (memq key (append '(:kind :folder :name :resume) lispm-test--slots))
+           do (error "Not a key of `lispm-test-add-agent': %S" key))
+  (let ((agent (lispm-agents-register (or (plist-get keys :kind) 'codex)
+                                      (or (plist-get keys :folder) temporary-file-directory)
+                                      (plist-get keys :name)
+                                      (plist-get keys :resume)))
+        (changed nil))
+    (cl-loop for (key value) on keys by #'cddr
+             when (memq key lispm-test--slots)
+             do (setf (cl-struct-slot-value 'lispm-agent (intern (substring (symbol-name key) 1))
+                                            agent)
+                      value
+                      changed t))
+    (when changed
+      (run-hooks 'lispm-agents-changed-hook))
+    agent))
+
+(defmacro lispm-test-with-agent (spec &rest body)
+  "Run BODY with an agent in a registry of its own.
+SPEC is (VAR &rest KEYS): VAR is bound to the agent that
+`lispm-test-add-agent' registers with KEYS.  Without a :folder in KEYS,
+the agent works in a fresh temporary folder (a truename, with a
+slash), deleted afterwards.  The agent leaves at the end, unless it
+left already."
+  (declare (indent 1) (debug ((symbolp &rest form) body)))
+  (let ((var (car spec))
+        (keys (cdr spec))
+        (folder (make-symbol "folder")))
+    (if (plist-member keys :folder)
+        `(lispm-test-with-registry
+           (let ((,var (lispm-test-add-agent ,@keys)))
+             ,@body))
+      `(let ((,folder (file-name-as-directory
+                       (file-truename (make-temp-file "lispm-test-agent-" t)))))
+         (unwind-protect
+             (lispm-test-with-registry
+               (let ((,var (lispm-test-add-agent :folder ,folder ,@keys)))
+                 ,@body))
+           (delete-directory ,folder t))))))
+
+(provide 'lispm-test-fixtures)
+;;; lispm-test-fixtures.el ends here
