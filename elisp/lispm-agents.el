@@ -108,6 +108,86 @@ the CLI's session id to resume, or t if it had none.")
   "Make KIND, a symbol, an agent kind that can be started; DESCRIPTION names it."
   (setf (alist-get kind lispm-agent-kinds) description))
 
+(defmacro lispm-define-agent-kind (kind &rest properties)
+  "Define KIND, a symbol, as a kind of agent, with what every kind has.
+PROPERTIES are keywords with literal strings:
+
+  :title          what the kind is called, such as \"Claude Code\"
+  :program        the default of the option `lispm-KIND-program'
+  :npm            the CLI's npm package, or nil (the default) if it
+                  is not on npm: the kind then needs its own
+                  `lispm-agent-install-hint'
+  :arguments-doc  the docstring of `lispm-KIND-arguments'; the
+                  default says they are extra command-line arguments
+  :doc            the docstring of the command `lispm-KIND'; the
+                  default says it starts TITLE at the project's root
+  :prompt         the command's prompt for a folder
+
+This defines the group `lispm-KIND', the options `lispm-KIND-program'
+and `lispm-KIND-arguments', registers KIND in `lispm-agent-kinds',
+defines the methods `lispm-agent-program' and `lispm-agent-npm-package'
+for it, and the command `lispm-KIND', which starts an agent of KIND (in
+a folder asked for, with a prefix argument).  The kind's file still
+defines its `lispm-agent-command' and whatever else is its own.  Its
+autoload cookie names the command: autoload generation does not expand
+this macro."
+  (declare (indent 1) (debug (symbolp &rest [keywordp form])))
+  (let* ((name (symbol-name kind))
+         (title (plist-get properties :title))
+         (program (plist-get properties :program))
+         (npm (plist-get properties :npm))
+         (arguments-doc
+          (or (plist-get properties :arguments-doc)
+              (format "Extra command-line arguments for every %s that LispM starts."
+                      title)))
+         (doc (or (plist-get properties :doc)
+                  (format "Start %s in a LispM terminal at the current project's root.
+With a prefix argument, ask for the FOLDER to work in." title)))
+         (prompt (or (plist-get properties :prompt) (format "%s in folder: " title)))
+         (group (intern (format "lispm-%s" name)))
+         (program-option (intern (format "lispm-%s-program" name)))
+         (arguments-option (intern (format "lispm-%s-arguments" name))))
+    (dolist (key '(:title :program))
+      (unless (stringp (plist-get properties key))
+        (error "Agent kind %s: %s must be a string" kind key)))
+    (cl-loop for (key value) on properties by #'cddr
+             unless (memq key '(:title :program :npm :arguments-doc :doc :prompt))
+             do (error "Agent kind %s: unknown property %s" kind key)
+             unless (or (stringp value) (and (eq key :npm) (null value)))
+             do (error "Agent kind %s: %s must be a literal string" kind key))
+    `(progn
+       (defgroup ,group nil
+         ,(format "%s in LispM." title)
+         :group 'lispm
+         :prefix ,(format "lispm-%s-" name))
+       (defcustom ,program-option ,program
+         ,(format "The %s executable: a name looked up in variable `exec-path', or a file."
+                  title)
+         :type 'string
+         :group ',group)
+       (defcustom ,arguments-option nil
+         ,arguments-doc
+         :type '(repeat string)
+         :group ',group)
+       (lispm-agents-define-kind ',kind ,title)
+       (cl-defmethod lispm-agent-program ((_kind (eql ',kind)))
+         ,(format "Return the %s executable." title)
+         ,program-option)
+       (cl-defmethod lispm-agent-npm-package ((_kind (eql ',kind)))
+         ,(if npm
+              (format "Return %s's npm package." title)
+            (format "%s is not on npm: return nil." title))
+         ,npm)
+       (defun ,group (&optional folder)
+         ,doc
+         (interactive (list (and current-prefix-arg (read-directory-name ,prompt))))
+         (lispm-agent-start-and-show ',kind folder))
+       ;; `find-function' and `find-variable' then land on this macro's
+       ;; call, `(lispm-define-agent-kind KIND', which no regexp of theirs
+       ;; finds by the names it defines.
+       ,@(mapcar (lambda (symbol) `(put ',symbol 'definition-name ',kind))
+                 (list group program-option arguments-option)))))
+
 (cl-defgeneric lispm-agent-program (kind)
   "Return the executable of agents of KIND.")
 
@@ -184,14 +264,21 @@ command line, where any local user could read it."
                 file)
           command))
 
-(defun lispm-agent--executable (kind)
+(define-error 'lispm-cli-missing "An agent's CLI is not installed"
+  '(lispm-error file-missing user-error))
+
+(defun lispm-agent-executable (kind)
   "Return the full path of KIND's CLI.
-Signal a `user-error' saying how to install it if it is not installed."
+Signal `lispm-cli-missing' if it is not installed, with a message that
+says how to install it.  The condition is a `user-error' (the user has
+something to install) and a `file-missing' (as when `call-process'
+cannot find a program), so its data is that message alone."
   (let ((program (lispm-agent-program kind)))
     (or (executable-find program)
-        (user-error "Cannot find `%s' for %s: %s or set `lispm-%s-program'"
-                    program (alist-get kind lispm-agent-kinds)
-                    (lispm-agent-install-hint kind) kind))))
+        (signal 'lispm-cli-missing
+                (list (format-message "Cannot find `%s' for %s: %s or set `lispm-%s-program'"
+                                      program (alist-get kind lispm-agent-kinds)
+                                      (lispm-agent-install-hint kind) kind))))))
 
 ;;; Starting
 
@@ -225,15 +312,15 @@ or NAME is taken."
   "Start an agent of KIND working in FOLDER, and return it.
 FOLDER defaults to the current project's root.  The agent shows in the
 list at once as `starting'; its terminal opens when its MCP server is
-up, and is displayed then if DISPLAY is non-nil.  Signal a `user-error'
-if KIND's CLI is not installed.
+up, and is displayed then if DISPLAY is non-nil.  Signal
+`lispm-cli-missing', a `user-error', if KIND's CLI is not installed.
 NAME, if given, is the agent's name (it must be free); RESUME, if
 non-nil, makes the agent resume one of an earlier Emacs: the CLI's
 session id to resume (see `lispm-agent-resume'), or t if it had none."
   (unless (assq kind lispm-agent-kinds)
     (user-error "Unknown agent kind %s; known: %s" kind
                 (mapconcat (lambda (k) (symbol-name (car k))) lispm-agent-kinds ", ")))
-  (lispm-agent--executable kind)
+  (lispm-agent-executable kind)
   (let ((agent (lispm-agents-register
                 kind (or folder (lispm-agents--default-folder)) name resume)))
     (condition-case err

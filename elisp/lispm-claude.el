@@ -31,28 +31,11 @@
 
 (require 'lispm-agents)
 
-(defgroup lispm-claude nil
-  "Claude Code in LispM."
-  :group 'lispm
-  :prefix "lispm-claude-")
-
-(defcustom lispm-claude-program "claude"
-  "The Claude Code executable: a name looked up in variable `exec-path', or a file."
-  :type 'string)
-
-(defcustom lispm-claude-arguments nil
-  "Extra command-line arguments for every Claude Code that LispM starts."
-  :type '(repeat string))
-
-(lispm-agents-define-kind 'claude "Claude Code")
-
-(cl-defmethod lispm-agent-program ((_kind (eql 'claude)))
-  "Return the Claude Code executable."
-  lispm-claude-program)
-
-(cl-defmethod lispm-agent-npm-package ((_kind (eql 'claude)))
-  "Return Claude Code's npm package."
-  "@anthropic-ai/claude-code")
+;;;###autoload (autoload 'lispm-claude "lispm-claude" "Start Claude Code in a LispM terminal at the current project's root." t)
+(lispm-define-agent-kind claude
+  :title "Claude Code"
+  :program "claude"
+  :npm "@anthropic-ai/claude-code")
 
 (cl-defmethod lispm-agent-command ((kind (eql 'claude)) agent)
   "Return the command to start Claude Code as AGENT of KIND.
@@ -61,7 +44,7 @@ An agent that resumes one of an earlier Emacs resumes its session."
         (resume (lispm-agent-resume agent)))
     ;; A session id of LispM's choosing binds this terminal to its own
     ;; transcript from the start (the sidecar then follows /clear).
-    (append (list (lispm-agent--executable kind))
+    (append (list (lispm-agent-executable kind))
             (if (stringp resume)
                 (list "--resume" resume)
               (list "--session-id" (plist-get launch :session_id)))
@@ -79,14 +62,6 @@ The port is set in this terminal's environment only; the lock file that
 holds the server's token is private to the user."
   (when-let* ((port (plist-get (lispm-agent-launch agent) :ide_port)))
     (list (format "CLAUDE_CODE_SSE_PORT=%d" port))))
-
-;;;###autoload
-(defun lispm-claude (&optional folder)
-  "Start Claude Code in a LispM terminal at the current project's root.
-With a prefix argument, ask for the FOLDER to work in."
-  (interactive (list (and current-prefix-arg
-                          (read-directory-name "Claude Code in folder: "))))
-  (lispm-agent-start-and-show 'claude folder))
 
 (provide 'lispm-claude)
 ;;; lispm-claude.el ends here

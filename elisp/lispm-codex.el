@@ -30,31 +30,14 @@
 
 (require 'lispm-agents)
 
-(defgroup lispm-codex nil
-  "Codex in LispM."
-  :group 'lispm
-  :prefix "lispm-codex-")
-
-(defcustom lispm-codex-program "codex"
-  "The Codex executable: a name looked up in variable `exec-path', or a file."
-  :type 'string)
-
-(defcustom lispm-codex-arguments nil
-  "Extra command-line arguments for every Codex that LispM starts."
-  :type '(repeat string))
+;;;###autoload (autoload 'lispm-codex "lispm-codex" "Start Codex in a LispM terminal at the current project's root." t)
+(lispm-define-agent-kind codex
+  :title "Codex"
+  :program "codex"
+  :npm "@openai/codex")
 
 (defconst lispm-codex--token-variable "LISPM_MCP_TOKEN"
   "The environment variable that carries the MCP token to Codex.")
-
-(lispm-agents-define-kind 'codex "Codex")
-
-(cl-defmethod lispm-agent-program ((_kind (eql 'codex)))
-  "Return the Codex executable."
-  lispm-codex-program)
-
-(cl-defmethod lispm-agent-npm-package ((_kind (eql 'codex)))
-  "Return Codex's npm package."
-  "@openai/codex")
 
 (defun lispm-codex--settings (url)
   "Return Codex `-c' arguments that attach it to its MCP server at URL."
@@ -81,20 +64,12 @@ An agent that resumes one of an earlier Emacs resumes its thread
         (resume (lispm-agent-resume agent)))
     (lispm-agent-token-launcher
      lispm-codex--token-variable (plist-get launch :token_file)
-     (append (list (lispm-agent--executable kind))
+     (append (list (lispm-agent-executable kind))
              (and (stringp resume) (list "resume"))
              (list "--no-daemon")
              (lispm-codex--settings (plist-get launch :url))
              lispm-codex-arguments
              (and (stringp resume) (list resume))))))
-
-;;;###autoload
-(defun lispm-codex (&optional folder)
-  "Start Codex in a LispM terminal at the current project's root.
-With a prefix argument, ask for the FOLDER to work in."
-  (interactive (list (and current-prefix-arg
-                          (read-directory-name "Codex in folder: "))))
-  (lispm-agent-start-and-show 'codex folder))
 
 (provide 'lispm-codex)
 ;;; lispm-codex.el ends here

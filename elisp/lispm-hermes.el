@@ -35,36 +35,22 @@
 
 (require 'lispm-agents)
 
-(defgroup lispm-hermes nil
-  "Hermes Agent in LispM."
-  :group 'lispm
-  :prefix "lispm-hermes-")
-
-(defcustom lispm-hermes-program "hermes"
-  "The Hermes executable: a name looked up in variable `exec-path', or a file."
-  :type 'string)
-
-(defcustom lispm-hermes-arguments nil
-  "Extra command-line arguments for every Hermes that LispM starts."
-  :type '(repeat string))
+;;;###autoload (autoload 'lispm-hermes "lispm-hermes" "Start Hermes in a LispM terminal at the current project's root." t)
+(lispm-define-agent-kind hermes
+  :title "Hermes"
+  :program "hermes"
+  :doc "Start Hermes in a LispM terminal at the current project's root.
+With a prefix argument, ask for the FOLDER to work in.  Run
+`lispm-hermes-setup' once before, so that Hermes finds LispM's tools.")
 
 (defcustom lispm-hermes-config-file nil
   "Hermes's config.yaml for `lispm-hermes-setup'.
 Nil means $HERMES_HOME/config.yaml, else ~/.hermes/config.yaml."
-  :type '(choice (const :tag "Hermes's own" nil) file))
+  :type '(choice (const :tag "Hermes's own" nil) file)
+  :group 'lispm-hermes)
 
 (defconst lispm-hermes-package "hermes-agent[mcp,cli,pty]==0.19.0"
   "The PyPI requirement of the Hermes LispM is tested with.")
-
-(lispm-agents-define-kind 'hermes "Hermes")
-
-(cl-defmethod lispm-agent-program ((_kind (eql 'hermes)))
-  "Return the Hermes executable."
-  lispm-hermes-program)
-
-(cl-defmethod lispm-agent-npm-package ((_kind (eql 'hermes)))
-  "Hermes is not on npm: return nil."
-  nil)
 
 (cl-defmethod lispm-agent-install-hint ((_kind (eql 'hermes)))
   "Say how to get Hermes, a PyPI package."
@@ -76,7 +62,7 @@ Nil means $HERMES_HOME/config.yaml, else ~/.hermes/config.yaml."
   "Return the command to start Hermes, of KIND, as AGENT.
 An agent that resumes one of an earlier Emacs resumes its session."
   (let ((resume (lispm-agent-resume agent)))
-    (append (list (lispm-agent--executable kind))
+    (append (list (lispm-agent-executable kind))
             (and (stringp resume) (list "--resume" resume))
             lispm-hermes-arguments)))
 
@@ -98,22 +84,13 @@ the highlighted choice: so the screen's last lines are read."
     (list (concat "LISPM_MCP_URL=" (plist-get launch :url))
           (concat "LISPM_MCP_TOKEN_FILE=" (plist-get launch :token_file)))))
 
-;;;###autoload
-(defun lispm-hermes (&optional folder)
-  "Start Hermes in a LispM terminal at the current project's root.
-With a prefix argument, ask for the FOLDER to work in.  Run
-`lispm-hermes-setup' once before, so that Hermes finds LispM's tools."
-  (interactive (list (and current-prefix-arg
-                          (read-directory-name "Hermes in folder: "))))
-  (lispm-agent-start-and-show 'hermes folder))
-
 (defun lispm-hermes-setup-run ()
   "Add LispM's bridge to Hermes's config.yaml; return (EXIT-CODE . OUTPUT).
 Nothing else in the file changes; a missing or malformed file is
 refused (a non-zero EXIT-CODE, the reason in OUTPUT) and nothing is written."
-  (let* ((hermes (lispm-agent--executable 'hermes))
-         (python (lispm-sidecar--python))
-         (source (directory-file-name (lispm-sidecar--source-directory)))
+  (let* ((hermes (lispm-agent-executable 'hermes))
+         (python (lispm-sidecar-find-python))
+         (source (directory-file-name (lispm-sidecar-source-directory)))
          (process-environment
           (cons (concat "PYTHONPATH=" source
                         (when-let* ((old (getenv "PYTHONPATH"))) (concat ":" old)))

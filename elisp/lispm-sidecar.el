@@ -69,7 +69,7 @@ files as it stops; a sidecar that takes longer is killed."
 
 ;;; Finding Python and the sidecar's sources
 
-(defun lispm-sidecar--source-directory ()
+(defun lispm-sidecar-source-directory ()
   "Return the directory of the `lispm_sidecar' Python package.
 An installed package carries it in its `python' folder; a source
 checkout has it in `python' next to `elisp'."
@@ -81,7 +81,7 @@ checkout has it in `python' next to `elisp'."
                            (list "LispM's Python sources are missing"
                                  lispm-directory))))
 
-(defun lispm-sidecar--python ()
+(defun lispm-sidecar-find-python ()
   "Return the Python interpreter for the sidecar, or signal a `user-error'."
   (let ((candidates
          (list lispm-sidecar-python
@@ -133,7 +133,7 @@ on it re-register whatever the sidecar must know, such as live agents.")
 (defun lispm-sidecar--make-process ()
   "Start the sidecar process and return it."
   (let ((process-environment
-         (cons (concat "PYTHONPATH=" (lispm-sidecar--source-directory)
+         (cons (concat "PYTHONPATH=" (lispm-sidecar-source-directory)
                        (when-let* ((old (getenv "PYTHONPATH"))) (concat ":" old)))
                process-environment)))
     ;; Adaptive read buffering makes Emacs skip a pipe for up to 50 ms
@@ -142,7 +142,7 @@ on it re-register whatever the sidecar must know, such as live agents.")
     (let ((process-adaptive-read-buffering nil))
       (make-process
        :name "lispm-sidecar"
-       :command (list (lispm-sidecar--python) "-m" "lispm_sidecar")
+       :command (list (lispm-sidecar-find-python) "-m" "lispm_sidecar")
        :connection-type 'pipe
        :coding 'utf-8-emacs-unix
        :noquery t
@@ -370,7 +370,7 @@ showing the output in a buffer; needs access to PyPI."
   (let* ((venv (expand-file-name lispm-sidecar-venv-directory))
          (python (or (executable-find "python3")
                      (user-error "Python 3 is not installed: install python3 and python3-venv")))
-         (source (directory-file-name (lispm-sidecar--source-directory)))
+         (source (directory-file-name (lispm-sidecar-source-directory)))
          (buffer (get-buffer-create "*lispm install*")))
     (make-directory (file-name-directory (directory-file-name venv)) t)
     (with-current-buffer buffer

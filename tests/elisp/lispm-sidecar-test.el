@@ -78,7 +78,7 @@
         (lispm-directory (make-temp-file "lispm-empty" t))
         (lispm-sidecar-venv-directory "/nonexistent/venv")
         (process-environment (cons "LISPM_SIDECAR_PYTHON" process-environment)))
-    (let ((err (should-error (lispm-sidecar--python) :type 'user-error)))
+    (let ((err (should-error (lispm-sidecar-find-python) :type 'user-error)))
       (should (string-match-p "M-x lispm-install-sidecar" (cadr err))))))
 
 (ert-deftest lispm-sidecar-test-debug-log-toggles-and-shows-traffic ()

@@ -36,7 +36,7 @@ INSTALL_AND_USE = r"""
     (unless (derived-mode-p 'lispm-list-mode) (error "not the agent list"))
     (princ (format "list-columns %S\n" (mapcar (function car) tabulated-list-format))))
   ;; The sidecar runs from the Python sources the tar carries.
-  (princ (format "sidecar-source %s\n" (lispm-sidecar--source-directory)))
+  (princ (format "sidecar-source %s\n" (lispm-sidecar-source-directory)))
   (princ (format "ping %S\n" (lispm-sidecar-request 'lispm/ping '(:from "package"))))
   ;; An app's command works before the store was ever opened.
   (call-interactively #'lispm-doctor)
