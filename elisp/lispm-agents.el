@@ -471,8 +471,11 @@ happens if AGENT has already left."
   "Return every live agent with its name, kind, folder and state."
   (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))))
 
-(defun lispm-agents--from-params (params)
-  "Return the live agent PARAMS name, if it is the instance they mean."
+(defun lispm-agent-from-params (params)
+  "Return the live agent PARAMS name, if it is the instance they mean.
+PARAMS is a request's plist from the sidecar: `:name', and optionally
+`:instance', the agent's serial number, which tells it from an earlier
+agent of the same name."
   (when-let* ((agent (lispm-agent-get (plist-get params :name))))
     (when (or (null (plist-get params :instance))
               (eql (plist-get params :instance) (lispm-agent-serial agent)))
@@ -480,12 +483,12 @@ happens if AGENT has already left."
 
 (cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-connected)) params)
   "Mark the agent named in PARAMS as running: its CLI reached its server."
-  (when-let* ((agent (lispm-agents--from-params params)))
+  (when-let* ((agent (lispm-agent-from-params params)))
     (lispm-agents--set-state agent 'running)))
 
 (cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-activity)) params)
   "Record the activity and queued messages PARAMS report for an agent."
-  (when-let* ((agent (lispm-agents--from-params params)))
+  (when-let* ((agent (lispm-agent-from-params params)))
     (let ((activity (pcase (plist-get params :activity)
                       ("idle" 'idle) ("busy" 'busy)
                       ("waiting-for-approval" 'waiting-for-approval)

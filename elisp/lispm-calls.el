@@ -39,7 +39,7 @@
 
 (defun lispm-calls--agent (params)
   "Return the live agent PARAMS name, or signal a JSON-RPC error."
-  (or (lispm-agents--from-params params)
+  (or (lispm-agent-from-params params)
       (jsonrpc-error :code -32001 :message (format "no live agent %s" (plist-get params :name)))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/search-tools)) params)

@@ -84,7 +84,7 @@ answer."
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/paste)) params)
   "Paste the message in PARAMS into the composer of the agent they name."
-  (let ((agent (lispm-agents--from-params params)))
+  (let ((agent (lispm-agent-from-params params)))
     (unless agent
       (jsonrpc-error :code -32001
                      :message (format "no live agent %s (instance %s)"
