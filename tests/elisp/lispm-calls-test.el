@@ -9,6 +9,7 @@
 
 (require 'ert)
 (require 'lispm)
+(require 'lispm-test-fixtures)
 
 (defvar lispm-calls-test--ran nil
   "Set by a form the tests must never see evaluated.")
@@ -16,21 +17,18 @@
 (defmacro lispm-calls-test--with-agent (agent &rest body)
   "Run BODY with AGENT bound to a live agent in a fresh temporary folder."
   (declare (indent 1) (debug t))
-  `(let* ((folder (file-name-as-directory (file-truename (make-temp-file "lispm-calls" t))))
-          (lispm-agents--by-name (make-hash-table :test #'equal))
-          (,agent (lispm-agent--make :name "codex" :kind 'codex :folder folder :serial 3))
-          (notified nil))
-     (puthash "codex" ,agent lispm-agents--by-name)
-     (with-temp-file (expand-file-name "a.txt" folder) (insert "alpha\n"))
+  `(let ((notified nil))
      (cl-letf (((symbol-function 'lispm-sidecar-notify)
                 (lambda (method params) (push (cons method params) notified))))
-       (unwind-protect (progn ,@body)
-         (delete-directory folder t)))))
+       (lispm-test-with-agent (,agent)
+         (with-temp-file (expand-file-name "a.txt" (lispm-agent-folder ,agent))
+           (insert "alpha\n"))
+         ,@body))))
 
 (defun lispm-calls-test--call (tool args)
   "Ask to run TOOL with ARGS as the test's agent; return the answer."
   (lispm-sidecar-handle-request
-   'emacs/call-tool (list :name "codex" :instance 3 :call_id "C1" :tool tool :args args)))
+   'emacs/call-tool (list :name "codex" :instance 1 :call_id "C1" :tool tool :args args)))
 
 (ert-deftest lispm-calls-test-unknown-tool-and-bad-arguments ()
   (lispm-calls-test--with-agent agent
@@ -93,8 +91,7 @@
                    '(:pending t)))
     (should (= (lispm-approvals-count) 1))
     ;; The agent leaves before the user decides.
-    (remhash "codex" lispm-agents--by-name)
-    (run-hooks 'lispm-agents-changed-hook)
+    (lispm-agents-unregister agent)
     (accept-process-output nil 0.1)
     (should (= (lispm-approvals-count) 0))
     (let ((result (cdr (assq 'lispm/tool-result notified))))

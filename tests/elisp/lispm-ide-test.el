@@ -11,6 +11,7 @@
 
 (require 'ert)
 (require 'lispm-ide)
+(require 'lispm-test-fixtures)
 
 (defvar lispm-ide-test--sent nil
   "The notifications captured, newest first: (METHOD . PARAMS).")
@@ -499,55 +500,49 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
 
 (ert-deftest lispm-ide-test-send-region-mentions-lines-to-claude ()
   (lispm-ide-test--with-fixture (dir '(("m.el" . "one\ntwo\nthree\nfour\n")))
-    (let* ((lispm-agents--by-name (make-hash-table :test #'equal))
-           (terminal (get-buffer-create "lispm ide fake terminal"))
+    (let* ((terminal (get-buffer-create "lispm ide fake terminal"))
            (terminal-2 (get-buffer-create "lispm ide fake terminal 2"))
            (requests nil)
            (file (expand-file-name "m.el" dir))
            (buffer (find-file-noselect file)))
-      (cl-letf (((symbol-function 'lispm-sidecar-async-request)
-                 (lambda (method params &rest _) (push (cons method params) requests))))
-        (puthash "codex" (lispm-agent--make :name "codex" :kind 'codex :folder dir
-                                            :serial 1 :buffer terminal)
-                 lispm-agents--by-name)
-        (switch-to-buffer buffer)
-        ;; No Claude: the user's mistake.
-        (should-error (call-interactively #'lispm-send-region) :type 'user-error)
-        (puthash "claude" (lispm-agent--make :name "claude" :kind 'claude :folder dir
-                                             :serial 2 :buffer terminal)
-                 lispm-agents--by-name)
-        ;; Lines 2 to 3 (0-based 1-2); the region ends at the start of line 4.
-        (goto-char (point-min)) (forward-line 1)
-        (push-mark (point) t t)
-        (forward-line 2)
-        (call-interactively #'lispm-send-region)
-        (should (equal (car requests)
-                       (cons 'lispm/at-mention
-                             (list :name "claude" :instance 2 :file file
-                                   :line_start 1 :line_end 2))))
-        (should (eq (window-buffer (selected-window)) terminal))
-        ;; No region: the current line.  Two Claudes: asked which.
-        (puthash "claude-2" (lispm-agent--make :name "claude-2" :kind 'claude :folder dir
-                                               :serial 3 :buffer terminal-2)
-                 lispm-agents--by-name)
-        (switch-to-buffer buffer)
-        (deactivate-mark)
-        (goto-char (point-min))
-        (cl-letf (((symbol-function 'completing-read)
-                   (lambda (_prompt collection &rest _)
-                     (should (equal (sort (copy-sequence collection) #'string<)
-                                    '("claude" "claude-2")))
-                     "claude-2")))
-          (call-interactively #'lispm-send-region))
-        (should (equal (car requests)
-                       (cons 'lispm/at-mention
-                             (list :name "claude-2" :instance 3 :file file
-                                   :line_start 0 :line_end 0))))
-        (should (eq (window-buffer (selected-window)) terminal-2))
-        ;; Not a file's buffer.
-        (switch-to-buffer (get-buffer-create "lispm ide no file"))
-        (should-error (call-interactively #'lispm-send-region) :type 'user-error)
-        (should (= (length requests) 2))))))
+      (lispm-test-with-registry
+        (cl-letf (((symbol-function 'lispm-sidecar-async-request)
+                   (lambda (method params &rest _) (push (cons method params) requests))))
+          (lispm-test-add-agent :name "codex" :kind 'codex :folder dir :buffer terminal)
+          (switch-to-buffer buffer)
+          ;; No Claude: the user's mistake.
+          (should-error (call-interactively #'lispm-send-region) :type 'user-error)
+          (lispm-test-add-agent :name "claude" :kind 'claude :folder dir :buffer terminal)
+          ;; Lines 2 to 3 (0-based 1-2); the region ends at the start of line 4.
+          (goto-char (point-min)) (forward-line 1)
+          (push-mark (point) t t)
+          (forward-line 2)
+          (call-interactively #'lispm-send-region)
+          (should (equal (car requests)
+                         (cons 'lispm/at-mention
+                               (list :name "claude" :instance 2 :file file
+                                     :line_start 1 :line_end 2))))
+          (should (eq (window-buffer (selected-window)) terminal))
+          ;; No region: the current line.  Two Claudes: asked which.
+          (lispm-test-add-agent :name "claude-2" :kind 'claude :folder dir :buffer terminal-2)
+          (switch-to-buffer buffer)
+          (deactivate-mark)
+          (goto-char (point-min))
+          (cl-letf (((symbol-function 'completing-read)
+                     (lambda (_prompt collection &rest _)
+                       (should (equal (sort (copy-sequence collection) #'string<)
+                                      '("claude" "claude-2")))
+                       "claude-2")))
+            (call-interactively #'lispm-send-region))
+          (should (equal (car requests)
+                         (cons 'lispm/at-mention
+                               (list :name "claude-2" :instance 3 :file file
+                                     :line_start 0 :line_end 0))))
+          (should (eq (window-buffer (selected-window)) terminal-2))
+          ;; Not a file's buffer.
+          (switch-to-buffer (get-buffer-create "lispm ide no file"))
+          (should-error (call-interactively #'lispm-send-region) :type 'user-error)
+          (should (= (length requests) 2)))))))
 
 (provide 'lispm-ide-test)
 ;;; lispm-ide-test.el ends here

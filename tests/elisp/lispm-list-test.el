@@ -10,18 +10,16 @@
 
 (require 'ert)
 (require 'lispm)
+(require 'lispm-test-fixtures)
 
 (defmacro lispm-list-test--with-agent (spec &rest body)
-  "Run BODY in the agent list showing one fake agent.
+  "Run BODY in the agent list showing one agent, without a CLI.
 SPEC is (AGENT ACTIVITY QUEUED): AGENT is bound to the agent, running
 with ACTIVITY and QUEUED messages."
   (declare (indent 1) (debug t))
   (pcase-let ((`(,agent ,activity ,queued) spec))
-    `(let* ((lispm-agents--by-name (make-hash-table :test #'equal))
-            (,agent (lispm-agent--make :name "codex" :kind 'codex :folder "/tmp/"
-                                       :serial 1 :state 'running :activity ,activity
-                                       :queued ,queued)))
-       (puthash "codex" ,agent lispm-agents--by-name)
+    `(lispm-test-with-agent (,agent :folder "/tmp/" :state 'running :activity ,activity
+                                    :queued ,queued)
        (cl-letf (((symbol-function 'lispm-sidecar-async-request) #'ignore)
                  ((symbol-function 'lispm-sidecar-notify) #'ignore))
          (unwind-protect

@@ -9,6 +9,7 @@
 
 (require 'ert)
 (require 'lispm)
+(require 'lispm-test-fixtures)
 
 (defconst lispm-paste-test--recorder
   "import os, sys, time, tty
@@ -56,15 +57,13 @@ SPEC is (AGENT FILE BACKEND)."
   (declare (indent 1) (debug t))
   (pcase-let ((`(,agent ,file ,backend) spec))
     `(let* ((,file (make-temp-file "lispm-paste-reads"))
-            (lispm-agents--by-name (make-hash-table :test #'equal))
             (buffer (lispm-term-start "*lispm paste test*"
                                       (list "python3" "-c" lispm-paste-test--recorder ,file)
-                                      :directory temporary-file-directory :backend ,backend))
-            (,agent (lispm-agent--make :name "codex" :kind 'codex :folder "/tmp/"
-                                       :serial 7 :buffer buffer)))
-       (puthash "codex" ,agent lispm-agents--by-name)
+                                      :directory temporary-file-directory :backend ,backend)))
        (unwind-protect
-           (progn (lispm-paste-test--wait-screen buffer "recorder ready") ,@body)
+           (lispm-test-with-agent (,agent :folder "/tmp/" :buffer buffer)
+             (lispm-paste-test--wait-screen buffer "recorder ready")
+             ,@body)
          (kill-buffer buffer)
          (delete-file ,file)))))
 
@@ -125,26 +124,25 @@ SPEC is (AGENT FILE BACKEND)."
 (ert-deftest lispm-paste-test-request-from-the-sidecar ()
   (lispm-paste-test--with-agent (agent file 'term)
     (should (equal (lispm-sidecar-handle-request
-                    'emacs/paste '(:name "codex" :instance 7 :text "from the sidecar"))
+                    'emacs/paste '(:name "codex" :instance 1 :text "from the sidecar"))
                    '(:pasted t)))
     (should (string-search "from the sidecar"
                            (mapconcat #'cdr (lispm-paste-test--wait-reads file 1) "")))
     ;; Another instance of the same name, an unknown agent, unclean text: errors.
     (let ((err (should-error (lispm-sidecar-handle-request
-                              'emacs/paste '(:name "codex" :instance 8 :text "x"))
+                              'emacs/paste '(:name "codex" :instance 2 :text "x"))
                              :type 'jsonrpc-error)))
       (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32001)))
     (should-error (lispm-sidecar-handle-request 'emacs/paste '(:name "nobody" :text "x"))
                   :type 'jsonrpc-error)
     (should-error (lispm-sidecar-handle-request
-                   'emacs/paste '(:name "codex" :instance 7 :text "\e[201~"))
+                   'emacs/paste '(:name "codex" :instance 1 :text "\e[201~"))
                   :type 'jsonrpc-error)
     (ignore agent)))
 
 (ert-deftest lispm-paste-test-not-now-while-a-dialog-is-open ()
   "A CLI showing a dialog that Return would answer gets nothing, until it closes."
   (let* ((file (make-temp-file "lispm-paste-reads"))
-         (lispm-agents--by-name (make-hash-table :test #'equal))
          ;; Hermes's `/new' confirmation, cleared after a second, then the recorder.
          (program (concat "import sys, time\n"
                           "print(' [1] Approve Once  proceed this time only')\n"
@@ -153,15 +151,12 @@ SPEC is (AGENT FILE BACKEND)."
                           "print('\\x1b[2J\\x1b[H> ', end='', flush=True)\n"
                           lispm-paste-test--recorder))
          (buffer (lispm-term-start "*lispm paste test*" (list "python3" "-c" program file)
-                                   :directory temporary-file-directory :backend 'term))
-         (agent (lispm-agent--make :name "hermes" :kind 'hermes :folder "/tmp/"
-                                   :serial 3 :buffer buffer)))
-    (puthash "hermes" agent lispm-agents--by-name)
+                                   :directory temporary-file-directory :backend 'term)))
     (unwind-protect
-        (progn
+        (lispm-test-with-agent (_hermes :kind 'hermes :folder "/tmp/" :buffer buffer)
           (lispm-paste-test--wait-screen buffer "Type 1/2/3")
           (let ((err (should-error (lispm-sidecar-handle-request
-                                    'emacs/paste '(:name "hermes" :instance 3 :text "hi"))
+                                    'emacs/paste '(:name "hermes" :instance 1 :text "hi"))
                                    :type 'jsonrpc-error)))
             (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007))
             (should (string-search "confirmation dialog"
@@ -171,7 +166,7 @@ SPEC is (AGENT FILE BACKEND)."
           (should-not (lispm-paste-test--reads file))
           ;; The dialog is gone: the paste goes in.
           (should (equal (lispm-sidecar-handle-request
-                          'emacs/paste '(:name "hermes" :instance 3 :text "hi"))
+                          'emacs/paste '(:name "hermes" :instance 1 :text "hi"))
                          '(:pasted t)))
           (should (string-search "hi" (mapconcat #'cdr (lispm-paste-test--wait-reads file 1)
                                                  ""))))

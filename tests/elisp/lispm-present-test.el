@@ -8,6 +8,7 @@
 
 (require 'ert)
 (require 'lispm-present)
+(require 'lispm-test-fixtures)
 
 (defun lispm-present-test--buttons (text)
   "Return (START TYPE TARGET) for each button in TEXT."
@@ -23,8 +24,7 @@
     (nreverse found)))
 
 (ert-deftest lispm-present-test-links-and-agents-become-buttons ()
-  (let ((lispm-agents--by-name (make-hash-table :test #'equal)))
-    (puthash "codex" (lispm-agent--make :name "codex" :kind 'codex :folder "/tmp/") lispm-agents--by-name)
+  (lispm-test-with-agent (_codex :folder "/tmp/")
     (let ((text "see [[file:/tmp/x.el::3]], ask codex (not codex-2 or xcodex) about [[buffer:*scratch*][it]]"))
       (should (equal (lispm-present-test--buttons (lispm-present-text text))
                      `((,(string-search "[[file" text) lispm-place "/tmp/x.el::3")

@@ -11,31 +11,29 @@
 
 (require 'ert)
 (require 'lispm)
+(require 'lispm-test-fixtures)
 
 (defconst lispm-resume-test--dead-pid (expt 2 30)
   "A pid above any pid_max: no process has it.")
 
 (defmacro lispm-resume-test--with-file (&rest body)
-  "Run BODY with an empty registry and an agents file of its own."
+  "Run BODY with an empty registry and an agents file of its own.
+The registry is outermost: its own agents file is not the test's."
   (declare (indent 0) (debug t))
-  `(let* ((dir (make-temp-file "lispm-resume-" t))
-          (lispm-agents-file (expand-file-name "lispm/agents.eld" dir))
-          (lispm-agents--by-name (make-hash-table :test #'equal))
-          (lispm-agents--serial 0)
-          (lispm-agents-changed-hook (list #'lispm-resume--save))
-          (lispm-resume--saved 'unsaved)
-          (lispm-resume--exited nil)
-          (lispm-resume--offered nil))
-     (unwind-protect (progn ,@body)
-       (delete-directory dir t))))
+  `(lispm-test-with-registry
+     (let* ((dir (make-temp-file "lispm-resume-" t))
+            (lispm-agents-file (expand-file-name "lispm/agents.eld" dir))
+            (lispm-agents-changed-hook (list #'lispm-resume--save))
+            (lispm-resume--saved 'unsaved)
+            (lispm-resume--exited nil)
+            (lispm-resume--offered nil))
+       (unwind-protect (progn ,@body)
+         (delete-directory dir t)))))
 
 (defun lispm-resume-test--add (name kind &optional session queued)
-  "Put a fake live agent NAME of KIND, with SESSION and QUEUED, in the registry."
-  (puthash name (lispm-agent--make :name name :kind kind :folder temporary-file-directory
-                                   :session session :queued (or queued 0)
-                                   :serial (cl-incf lispm-agents--serial))
-           lispm-agents--by-name)
-  (lispm-agents--changed))
+  "Register a live agent NAME of KIND, with SESSION and QUEUED."
+  (lispm-test-add-agent :name name :kind kind :folder temporary-file-directory
+                        :session session :queued (or queued 0)))
 
 (defun lispm-resume-test--write-lives (&rest lives)
   "Write LIVES to the agents file, as an earlier Emacs would have."
@@ -66,8 +64,7 @@ CLEAN says whether it exited cleanly."
                      '(("claude" claude "session-1" nil) ("codex" codex nil t)))))
     ;; The session id learnt later is written; a closed agent is forgotten.
     (setf (lispm-agent-session (lispm-agent-get "codex")) "thread-1")
-    (remhash "claude" lispm-agents--by-name)
-    (lispm-agents--changed)
+    (lispm-agents-unregister (lispm-agent-get "claude"))
     (should (equal (mapcar (lambda (a) (list (plist-get a :name) (plist-get a :session)))
                            (plist-get (car (lispm-resume--read)) :agents))
                    '(("codex" "thread-1"))))
@@ -114,8 +111,7 @@ CLEAN says whether it exited cleanly."
     (lispm-resume-test--add "claude" 'claude "s1")
     (lispm-resume--exit)
     ;; What happens to the terminals as Emacs goes does not change the file.
-    (remhash "claude" lispm-agents--by-name)
-    (lispm-agents--changed)
+    (lispm-agents-unregister (lispm-agent-get "claude"))
     (let ((life (car (lispm-resume--read))))
       (should (plist-get life :clean))
       (should (equal (mapcar (lambda (a) (plist-get a :name)) (plist-get life :agents))
@@ -222,10 +218,10 @@ method and params; the sidecar forgets every name it is asked to."
 (defun lispm-resume-test--command (kind resume)
   "Return the command of an agent of KIND that resumes RESUME."
   (let ((lispm-claude-program "sh") (lispm-codex-program "sh") (lispm-hermes-program "sh"))
-    (lispm-agent-command
-     kind (lispm-agent--make :name (symbol-name kind) :kind kind :folder "/tmp/" :resume resume
-                             :launch (list :session_id "new-uuid" :claude_mcp_config "/m.json"
-                                           :token_file "/t" :url "http://127.0.0.1:1/mcp")))))
+    (lispm-test-with-agent (agent :kind kind :folder "/tmp/" :resume resume
+                                  :launch (list :session_id "new-uuid" :claude_mcp_config "/m.json"
+                                                :token_file "/t" :url "http://127.0.0.1:1/mcp"))
+      (lispm-agent-command kind agent))))
 
 (ert-deftest lispm-resume-test-each-cli-resumes-its-session ()
   (let ((claude (lispm-resume-test--command 'claude "s1")))

@@ -11,6 +11,7 @@
 
 (require 'ert)
 (require 'lispm-skills)
+(require 'lispm-test-fixtures)
 
 (defvar lispm-skills-test--effect nil
   "Set by the test skills' code when it runs.")
@@ -49,15 +50,15 @@ The project has `.lispm/skills/'; the agent works in the project."
           (user (file-name-as-directory (expand-file-name "user-skills" root)))
           (lispm-skills-directories (list user))
           (lispm-skills-trust-file (expand-file-name "config/lispm/trust.eld" root))
-          (agent (lispm-agent--make :name "codex" :kind 'codex :folder project :serial 1))
           (lispm-tools lispm-tools)
           (lispm-skills-test--effect nil)
           (text-quoting-style 'grave))
-     (ignore agent)
      (make-directory (expand-file-name ".lispm/skills" project) t)
      (make-directory user t)
      (unwind-protect
-         (progn ,@body)
+         (lispm-test-with-agent (agent :folder project)
+           (ignore agent)
+           ,@body)
        (fmakunbound 'lispm-tool-lispm-test-hello)
        (fmakunbound 'lispm-tool-lispm-test-bye)
        (delete-directory root t))))

@@ -2,7 +2,7 @@
 
 ;;; Commentary:
 
-;; Each test works in a temporary folder of its own, with a fake agent
+;; Each test works in a temporary folder of its own, with an agent (no CLI)
 ;; whose folder it is.  Nothing but `sh', `sleep', `grep' and `diff'
 ;; runs.
 
@@ -10,6 +10,7 @@
 
 (require 'ert)
 (require 'lispm-tools)
+(require 'lispm-test-fixtures)
 
 (defvar lispm-tools-test--ran nil
   "What the test tool's body last saw, or nil if it did not run.")
@@ -20,12 +21,11 @@ Buffers visiting files there are killed afterwards."
   (declare (indent 0) (debug t))
   `(let* ((folder (file-name-as-directory
                    (file-truename (make-temp-file "lispm-tools-test" t))))
-          (agent (lispm-agent--make :name "codex" :kind 'codex :folder folder
-                                    :serial 1))
           (text-quoting-style 'grave))
-     (ignore agent)
      (unwind-protect
-         (progn ,@body)
+         (lispm-test-with-agent (agent :folder folder)
+           (ignore agent)
+           ,@body)
        (dolist (buffer (buffer-list))
          (when (and (buffer-file-name buffer)
                     (string-prefix-p folder (buffer-file-name buffer)))
@@ -432,15 +432,13 @@ to read on]"))))
   "The sidecar's `emacs/call-tool' gets the tool's error, not an internal one."
   (require 'lispm-calls)
   (lispm-tools-test--in-folder
-    (let ((lispm-agents--by-name (make-hash-table :test #'equal)))
-      (puthash "codex" agent lispm-agents--by-name)
-      (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
-        (let ((answer (lispm-sidecar-handle-request
-                       'emacs/call-tool
-                       (list :name "codex" :instance 1 :call_id "C1" :tool "edit_file"
-                             :args '(:path "gone.txt" :old "a" :new "b")))))
-          (should (equal answer '(:ok nil :error "No such file: gone.txt \
-(write_file creates files)"))))))))
+    (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
+      (let ((answer (lispm-sidecar-handle-request
+                     'emacs/call-tool
+                     (list :name "codex" :instance 1 :call_id "C1" :tool "edit_file"
+                           :args '(:path "gone.txt" :old "a" :new "b")))))
+        (should (equal answer '(:ok nil :error "No such file: gone.txt \
+(write_file creates files)")))))))
 
 ;;; Editing
 
