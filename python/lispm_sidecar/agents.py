@@ -5,7 +5,7 @@ the sidecar keeps what it needs to serve each agent: name, kind, folder,
 the HTTP server, the token's folder, the watcher of the CLI's own records
 and the queue of messages waiting for it.  What differs by kind (Claude's
 IDE server, a daemon's or Gateway's way of taking messages) is the kind's
-adapter's business (`adapters/`).
+adapter's business (`kinds/`): this module knows no kind by name.
 """
 
 from __future__ import annotations
@@ -13,101 +13,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .adapters import ADAPTERS, KindAdapter, adapter_class
+from .agent import AdapterContext, Agent, Services
 from .confine import Visibility, buffer_links
-from .delivery import DeliveryQueue, Handover
-from .editor import EditorMirror
+from .delivery import DeliveryQueue
 from .errors import AgentExists, InvalidParams, UnknownAgent
-from .ledger import Ledger, Message
-from .lisp_tools import LispTools
+from .kinds import KINDS, adapter_class
+from .ledger import Message
 from .messaging import Messenger
-from .rpc import EmacsLink
 from .runtime import AgentFiles, new_token
-from .watchers import Inotify, Watcher
 
 if TYPE_CHECKING:
-    from .ide import IdeServer
-    from .ide_bridge import IdeBridge
-    from .mcp_server import HttpServer
-    from .tools import ListAgents
+    from .kinds.base import KindAdapter
 
 log = logging.getLogger(__name__)
 
 #: Seconds the sidecar, going away, waits for agents it is still closing
 #: (their adapters may talk to a daemon) before it cancels what is left.
 CLOSE_DEADLINE = 5.0
-
-
-@dataclass
-class Agent:
-    """One live agent as the sidecar serves it."""
-
-    name: str
-    kind: str
-    folder: str
-    instance: int
-    session_id: str
-    files: AgentFiles
-    server: HttpServer
-    seen: Visibility
-    on_reached: Callable[[Agent], None]
-    queue: DeliveryQueue = field(init=False)
-    watcher: Watcher | None = None
-    ide: IdeServer | None = None
-    ide_bridge: IdeBridge | None = None
-    ide_lock_dir: Path | None = None
-    connected: bool = False
-    #: Started to resume its CLI's earlier session (`session_id` names it).
-    resumed: bool = False
-    #: What the kind's adapter tells Emacs for the launch (`describe`).
-    launch: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> dict[str, Any]:
-        """Return what Emacs needs to launch this agent's CLI."""
-        return dict(
-            self.launch,
-            name=self.name,
-            kind=self.kind,
-            folder=self.folder,
-            port=self.server.port,
-            url=self.url,
-            session_id=self.session_id,
-            ide_port=self.ide.port if self.ide else None,
-            token_file=str(self.files.token_file),
-            claude_mcp_config=str(self.files.claude_mcp_config),
-        )
-
-    @property
-    def url(self) -> str:
-        """The MCP endpoint of this agent."""
-        return f"http://127.0.0.1:{self.server.port}/mcp"
-
-    def reached(self) -> None:
-        """The agent's program is reachable where it lives (a daemon or a
-        Gateway): it counts as connected, as its terminal never calls the
-        MCP server itself."""
-        self.on_reached(self)
-
-
-@dataclass
-class Services:
-    """What every agent's server and queue stand on."""
-
-    list_agents: ListAgents
-    ledger: Ledger
-    handover: Handover
-    inotify: Inotify
-    home: Path
-    mirror: EditorMirror
-    link: EmacsLink
-    lisp_tools: LispTools
-    on_connected: Callable[[Agent], None]
-    on_activity: Callable[[Agent], None]
 
 
 @dataclass
@@ -134,7 +60,8 @@ class Agents:
     def adapter(self, kind: str) -> KindAdapter:
         """The adapter of KIND, made on first use."""
         if kind not in self.adapters:
-            self.adapters[kind] = adapter_class(kind)(self)
+            context = AdapterContext(self.root, self.owner_pid, self.services, self.messenger)
+            self.adapters[kind] = adapter_class(kind)(context)
         return self.adapters[kind]
 
     def wake(self, name: str) -> None:
@@ -175,9 +102,9 @@ class Agents:
         is a new agent, and what an earlier agent of its name left is ended
         first (`Messenger.forget`): it must not receive it.
         """
-        if kind not in ADAPTERS:
+        if kind not in KINDS:
             raise InvalidParams(f"unknown agent kind {kind!r}; the kinds are "
-                                f"{', '.join(sorted(ADAPTERS))}")
+                                f"{', '.join(sorted(KINDS))}")
         if name in self.by_name or name in self.starting:
             raise AgentExists(f"an agent named {name} is already registered")
         if not Path(folder).is_absolute():

@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Any
 
 from . import PROTOCOL_VERSION, __version__
-from .agents import Agent, Agents, Services
+from .agent import Agent, Services
+from .agents import Agents
 from .delivery import ComposerHandover
 from .editor import EditorMirror, EditorState
 from .errors import InvalidParams, LispmError, VersionMismatch

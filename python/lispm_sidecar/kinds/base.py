@@ -11,7 +11,7 @@ from ..ledger import Message
 from ..watchers import Watcher, make_watcher
 
 if TYPE_CHECKING:
-    from ..agents import Agent, Agents, Services
+    from ..agent import AdapterContext, Agent, Services
 
 
 class KindAdapter:
@@ -25,12 +25,12 @@ class KindAdapter:
 
     kind: ClassVar[str] = ""
 
-    def __init__(self, agents: Agents) -> None:
-        self.agents = agents
-        self.services: Services = agents.services
+    def __init__(self, context: AdapterContext) -> None:
+        self.context = context
+        self.services: Services = context.services
         #: The sidecar's runtime folder, and the pid of the Emacs it serves.
-        self.root: Path = agents.root
-        self.owner_pid: int = agents.owner_pid
+        self.root: Path = context.root
+        self.owner_pid: int = context.owner_pid
 
     async def open(self, agent: Agent, options: dict[str, Any], restore: bool) -> None:
         """Prepare AGENT; OPTIONS are the kind's own start parameters."""

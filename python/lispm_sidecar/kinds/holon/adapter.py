@@ -2,7 +2,7 @@
 
 Holon has no MCP client: the agent reaches LispM's tools with the shell
 command `lispm-tool`, which finds this agent's server in a registry file
-(see `holon.py` one level up), taught by a skill written into the
+(see `lispm_sidecar.holon`), taught by a skill written into the
 agent's home while its terminal is open.
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import holon
-from ..delivery import Handover
-from ..holon import DaemonHandover, HolonDaemon
-from ..watchers import Watcher
-from ..watchers.holon import HolonWatcher
-from .base import KindAdapter
+from ... import holon
+from ...delivery import Handover
+from ...holon import DaemonHandover, HolonDaemon
+from ...watchers import Watcher
+from ...watchers.holon import HolonWatcher
+from ..base import KindAdapter
 
 if TYPE_CHECKING:
-    from ..agents import Agent, Agents
+    from ...agent import AdapterContext, Agent
 
 
 class HolonAdapter(KindAdapter):
@@ -26,8 +26,8 @@ class HolonAdapter(KindAdapter):
 
     kind = "holon"
 
-    def __init__(self, agents: Agents) -> None:
-        super().__init__(agents)
+    def __init__(self, context: AdapterContext) -> None:
+        super().__init__(context)
         self.daemon = HolonDaemon()
 
     async def open(self, agent: Agent, options: dict[str, Any], restore: bool) -> None:

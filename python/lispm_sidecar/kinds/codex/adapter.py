@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import TerminalAdapter
+from ..base import TerminalAdapter
 
 
 class CodexAdapter(TerminalAdapter):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .base import TerminalAdapter
+from ..base import TerminalAdapter
 
 
 class HermesAdapter(TerminalAdapter):

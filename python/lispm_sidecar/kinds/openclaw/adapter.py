@@ -1,6 +1,6 @@
 """OpenClaw: sessions of a Gateway, messaged with its `agent` request.
 
-See `openclaw.py` one level up for the Gateway and what LispM changes
+See `lispm_sidecar.openclaw` for the Gateway and what LispM changes
 there.  On a local Gateway the session gets the agent's MCP server (the
 stdio bridge) for itself alone; on a remote one it gets no tools, and its
 final reply to a request is recorded as the answer.
@@ -12,15 +12,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..delivery import Handover, render
-from ..ledger import Message
-from ..openclaw import GatewayHandover, Install, OpenClaw, bridge_entry
-from ..watchers import Watcher
-from ..watchers.openclaw import OpenClawWatcher
-from .base import KindAdapter
+from ...delivery import Handover, render
+from ...ledger import Message
+from ...openclaw import GatewayHandover, Install, OpenClaw, bridge_entry
+from ...watchers import Watcher
+from ...watchers.openclaw import OpenClawWatcher
+from ..base import KindAdapter
 
 if TYPE_CHECKING:
-    from ..agents import Agent, Agents
+    from ...agent import AdapterContext, Agent
 
 
 class OpenClawAdapter(KindAdapter):
@@ -28,8 +28,8 @@ class OpenClawAdapter(KindAdapter):
 
     kind = "openclaw"
 
-    def __init__(self, agents: Agents) -> None:
-        super().__init__(agents)
+    def __init__(self, context: AdapterContext) -> None:
+        super().__init__(context)
         self.gateway = OpenClaw(self.root, self.owner_pid)
 
     async def open(self, agent: Agent, options: dict[str, Any], restore: bool) -> None:
@@ -60,7 +60,7 @@ class OpenClawAdapter(KindAdapter):
         if message.kind != "request" or message.request_id is None:
             return
         answer = text or f"(no answer: {agent.name}'s run ended with {error or 'no text'})"
-        await self.agents.messenger.reply(agent.name, message.request_id, answer)
+        await self.context.messenger.reply(agent.name, message.request_id, answer)
 
     def watcher(self, agent: Agent, pid: int, session_id: str | None) -> Watcher | None:
         return OpenClawWatcher(self.gateway, agent.launch["openclaw_session"],

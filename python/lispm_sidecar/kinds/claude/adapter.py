@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..ide_lock import claude_config_dir, remove_lock, write_lock
-from .base import TerminalAdapter
+from ...ide_lock import claude_config_dir, remove_lock, write_lock
+from ..base import TerminalAdapter
 
 if TYPE_CHECKING:
-    from ..agents import Agent
+    from ...agent import Agent
 
 
 class ClaudeAdapter(TerminalAdapter):
@@ -19,8 +19,8 @@ class ClaudeAdapter(TerminalAdapter):
     kind = "claude"
 
     async def open(self, agent: Agent, options: dict[str, Any], restore: bool) -> None:
-        from ..ide import IdeServer
-        from ..ide_bridge import IdeBridge
+        from ...ide import IdeServer
+        from ...ide_bridge import IdeBridge
 
         port = options.get("ide_port") if restore else 0
         token = agent.files.read_token(ide=True)

@@ -1,0 +1,108 @@
+"""One agent as the sidecar serves it, what every agent stands on, and the
+part of the sidecar a kind's adapter may use.
+
+A leaf: the registry (`agents.py`) and the kinds (`kinds/`) both import
+it, and it imports neither, so a kind never holds the registry itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .confine import Visibility
+    from .delivery import DeliveryQueue, Handover
+    from .editor import EditorMirror
+    from .ide import IdeServer
+    from .ide_bridge import IdeBridge
+    from .ledger import Ledger
+    from .lisp_tools import LispTools
+    from .mcp_server import HttpServer
+    from .messaging import Messenger
+    from .rpc import EmacsLink
+    from .runtime import AgentFiles
+    from .tools import ListAgents
+    from .watchers import Inotify, Watcher
+
+
+@dataclass
+class Agent:
+    """One live agent as the sidecar serves it."""
+
+    name: str
+    kind: str
+    folder: str
+    instance: int
+    session_id: str
+    files: AgentFiles
+    server: HttpServer
+    seen: Visibility
+    on_reached: Callable[[Agent], None]
+    queue: DeliveryQueue = field(init=False)
+    watcher: Watcher | None = None
+    ide: IdeServer | None = None
+    ide_bridge: IdeBridge | None = None
+    ide_lock_dir: Path | None = None
+    connected: bool = False
+    #: Started to resume its CLI's earlier session (`session_id` names it).
+    resumed: bool = False
+    #: What the kind's adapter tells Emacs for the launch (`describe`).
+    launch: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """Return what Emacs needs to launch this agent's CLI."""
+        return dict(
+            self.launch,
+            name=self.name,
+            kind=self.kind,
+            folder=self.folder,
+            port=self.server.port,
+            url=self.url,
+            session_id=self.session_id,
+            ide_port=self.ide.port if self.ide else None,
+            token_file=str(self.files.token_file),
+            claude_mcp_config=str(self.files.claude_mcp_config),
+        )
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint of this agent."""
+        return f"http://127.0.0.1:{self.server.port}/mcp"
+
+    def reached(self) -> None:
+        """The agent's program is reachable where it lives (a daemon or a
+        Gateway): it counts as connected, as its terminal never calls the
+        MCP server itself."""
+        self.on_reached(self)
+
+
+@dataclass
+class Services:
+    """What every agent's server and queue stand on."""
+
+    list_agents: ListAgents
+    ledger: Ledger
+    handover: Handover
+    inotify: Inotify
+    home: Path
+    mirror: EditorMirror
+    link: EmacsLink
+    lisp_tools: LispTools
+    on_connected: Callable[[Agent], None]
+    on_activity: Callable[[Agent], None]
+
+
+@dataclass(frozen=True)
+class AdapterContext:
+    """What a kind's adapter may use of the sidecar (and not the registry)."""
+
+    #: The sidecar's runtime folder.
+    root: Path
+    #: The pid of the Emacs the sidecar serves.
+    owner_pid: int
+    services: Services
+    #: For an adapter that answers requests on an agent's behalf.
+    messenger: Messenger

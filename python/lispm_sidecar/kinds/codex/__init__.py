@@ -1,0 +1,1 @@
+"""Codex: a terminal agent, bound to the rollout file its process holds open."""

@@ -1,0 +1,1 @@
+"""Holon: agents of a daemon, prompted through its control endpoint."""

@@ -1,0 +1,1 @@
+"""OpenClaw: sessions of a Gateway, messaged with its `agent` request."""
