@@ -75,8 +75,7 @@ A `display-buffer' action; the buffer is shown, never selected."
   "Kinds whose actions the policy allows at once are still audited.
 `lispm-approvals-authorize' records in the ledger every action of these
 kinds that runs without asking; denials are always recorded."
-  :type '(repeat (choice (const read) (const edit) (const shell)
-                         (const eval) (const message))))
+  :type '(repeat lispm-policy-kind))
 
 (defconst lispm-approvals-buffer-name "*LispM approvals*"
   "The name of the buffer of pending approvals.")

@@ -46,24 +46,43 @@
   :group 'lispm
   :prefix "lispm-policy-")
 
-(defconst lispm-policy-kinds '(read edit shell eval message)
-  "The kinds of action a policy rule can name.")
+(defconst lispm-policy-kind-alist
+  '((read . "reading files, buffers and Emacs's state")
+    (edit . "changing files")
+    (shell . "running shell commands")
+    (eval . "evaluating Emacs Lisp")
+    (message . "messages to other agents"))
+  "Every kind of action, in order, with what it covers.
+This is the one list of them: each tool has one of these kinds (the
+`:kind' of `lispm-define-tool'), and the policy's rules, session grants
+and audit name them.")
+
+(defconst lispm-policy-kinds (mapcar #'car lispm-policy-kind-alist)
+  "The kinds of action a policy rule can name, from `lispm-policy-kind-alist'.")
 
 (defconst lispm-policy-decisions '(allow ask deny)
   "The decisions a policy rule can give.")
+
+(define-widget 'lispm-policy-kind 'lazy
+  "A kind of action, one of `lispm-policy-kinds'."
+  :tag "Kind"
+  :type `(choice :tag "Kind"
+                 ,@(mapcar (pcase-lambda (`(,kind . ,what))
+                             `(const :tag ,(format "%s (%s)" kind what) ,kind))
+                           lispm-policy-kind-alist)))
+
+(define-widget 'lispm-policy-decision 'lazy
+  "A decision of a policy rule, one of `lispm-policy-decisions'."
+  :tag "Decision"
+  :type `(choice :tag "Decision"
+                 ,@(mapcar (lambda (decision) `(const ,decision)) lispm-policy-decisions)))
 
 (define-widget 'lispm-policy-rule 'lazy
   "A rule of a LispM policy role: (KIND DECISION [PATTERNS])."
   :tag "Rule"
   :type '(choice
-          (list :tag "For every path"
-                (choice :tag "Kind" (const read) (const edit) (const shell)
-                        (const eval) (const message))
-                (choice :tag "Decision" (const allow) (const ask) (const deny)))
-          (list :tag "Only for some paths"
-                (choice :tag "Kind" (const read) (const edit) (const shell)
-                        (const eval) (const message))
-                (choice :tag "Decision" (const allow) (const ask) (const deny))
+          (list :tag "For every path" lispm-policy-kind lispm-policy-decision)
+          (list :tag "Only for some paths" lispm-policy-kind lispm-policy-decision
                 (repeat :tag "Glob patterns, relative to the agent's folder"
                         string))))
 

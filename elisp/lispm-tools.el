@@ -69,6 +69,7 @@
 (require 'pp)
 (require 'lispm-base)
 (require 'lispm-agents)
+(require 'lispm-policy)
 
 (declare-function lispm-skills-search "lispm-skills" (query &optional folder))
 
@@ -145,8 +146,8 @@ buffer visits is read only as far as that piece needs."
 what a call would touch, or nil."))
 
 (eval-and-compile
-  (defconst lispm-tools-kinds '(read edit shell eval message)
-    "The kinds of tool, which the policy decides on."))
+  (defconst lispm-tools-kinds lispm-policy-kinds
+    "The kinds of tool, which the policy decides on: `lispm-policy-kinds'."))
 
 (defvar lispm-tools nil
   "Every registered tool, a list of `lispm-tool', in definition order.")

@@ -191,5 +191,43 @@ In BODY, `folder' is a fresh directory (a truename, with a slash)."
       (lispm-policy-revoke own)
       (should (eq (lispm-policy-decide own nil 'shell '(:command "ls")) 'ask)))))
 
+(defun lispm-policy-test--type-accepts-p (type value)
+  "Return non-nil if the Customize TYPE accepts VALUE."
+  (widget-apply (widget-convert type) :match value))
+
+(ert-deftest lispm-policy-test-the-kinds-are-defined-once ()
+  (require 'lispm-tools)
+  (require 'lispm-approvals)
+  (should (equal lispm-policy-kinds '(read edit shell eval message)))
+  (should (equal lispm-tools-kinds lispm-policy-kinds))
+  ;; The options' types offer exactly these kinds, and nothing else.
+  (let ((audit (get 'lispm-approvals-audit-automatic 'custom-type))
+        (roles (get 'lispm-policy-roles 'custom-type)))
+    (dolist (kind lispm-policy-kinds)
+      (should (lispm-policy-test--type-accepts-p 'lispm-policy-kind kind))
+      (should (lispm-policy-test--type-accepts-p audit (list kind)))
+      (should (lispm-policy-test--type-accepts-p roles `((r (,kind allow)))))
+      (should (lispm-policy-test--type-accepts-p roles `((r (,kind deny ("docs/**")))))))
+    ;; Customize shows each kind by its name and what it covers.
+    (pcase-let ((`(choice :tag "Kind" . ,consts)
+                 (plist-get (cdr (get 'lispm-policy-kind 'widget-type)) :type)))
+      (should (equal (mapcar (lambda (const) (car (last const))) consts) lispm-policy-kinds))
+      (cl-loop for const in consts
+               for (kind . what) in lispm-policy-kind-alist
+               do (should (equal (plist-get (cdr const) :tag) (format "%s (%s)" kind what)))))
+    (dolist (value '(write nil "read"))
+      (should-not (lispm-policy-test--type-accepts-p 'lispm-policy-kind value))
+      (should-not (lispm-policy-test--type-accepts-p audit (list value)))
+      (should-not (lispm-policy-test--type-accepts-p roles `((r (,value allow)))))))
+  (should-not (lispm-policy-test--type-accepts-p
+               (get 'lispm-policy-roles 'custom-type) '((r (read maybe)))))
+  ;; Every tool's kind is one of them, and a tool of another is refused.
+  (dolist (tool lispm-tools)
+    (should (memq (lispm-tool-kind tool) lispm-policy-kinds)))
+  (should-error (macroexpand '(lispm-define-tool lispm-policy-test-nothing ()
+                                "Do nothing."
+                                :kind 'write
+                                ""))))
+
 (provide 'lispm-policy-test)
 ;;; lispm-policy-test.el ends here
