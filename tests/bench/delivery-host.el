@@ -116,12 +116,7 @@ An `emacs/paste' request closes the link time of one delivery."
 
 (defun lispm-bench-delivery--register (kind folder)
   "Register an agent of KIND in FOLDER without a CLI; return the agent."
-  (let* ((agent (lispm-agent--make :name (lispm-agents--unique-name kind)
-                                   :kind kind
-                                   :folder (file-name-as-directory (file-truename folder))
-                                   :serial (cl-incf lispm-agents--serial))))
-    (puthash (lispm-agent-name agent) agent lispm-agents--by-name)
-    (lispm-agents--changed)
+  (let ((agent (lispm-agents-register kind folder)))
     (let ((launch (lispm-sidecar-request 'lispm/agent-start
                                          (lispm-agents--identity agent) 60)))
       (setf (lispm-agent-launch agent) launch

@@ -38,12 +38,7 @@
 
 (defun lispm-bench-host--register (kind folder)
   "Register an agent of KIND in FOLDER and start its server; return the agent."
-  (let* ((agent (lispm-agent--make :name (lispm-agents--unique-name kind)
-                                   :kind kind
-                                   :folder (file-name-as-directory (file-truename folder))
-                                   :serial (cl-incf lispm-agents--serial))))
-    (puthash (lispm-agent-name agent) agent lispm-agents--by-name)
-    (lispm-agents--changed)
+  (let ((agent (lispm-agents-register kind folder)))
     (let ((launch (lispm-sidecar-request 'lispm/agent-start
                                          (lispm-agents--identity agent) 60)))
       (setf (lispm-agent-launch agent) launch
