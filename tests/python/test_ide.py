@@ -187,9 +187,15 @@ async def ide(folder: Path) -> AsyncIterator[Ide]:
 
 
 @contextlib.asynccontextmanager
-async def claude(ide: Ide, pid: int = 4242, token: str | None = None) -> AsyncIterator[RpcClient]:
-    """A client that connects and shakes hands as Claude Code 2.1.197 does."""
+async def claude(ide: Ide, pid: int = 4242, token: str | None = None,
+                 **handlers: Callable[..., None]) -> AsyncIterator[RpcClient]:
+    """A client that connects and shakes hands as Claude Code 2.1.197 does.
+
+    HANDLERS (such as `selection_changed`) are in place before it connects.
+    """
     client = RpcClient(ide.url, timeout=10)
+    for method, handler in handlers.items():
+        setattr(client, method, handler)
     await client.ws_connect(headers={AUTH_HEADER: token or ide.token}, protocols=("mcp",))
     try:
         answer = await client.initialize(
@@ -785,8 +791,8 @@ async def test_notifications_outside_the_folder_are_dropped(
         # Only allowed selections are kept for clients that come later.
         await ide.server.notify("selection_changed", {"filePath": str(outside / "secret.txt")})
         later: list[dict[str, Any]] = []
-        async with claude(ide, pid=2) as second:
-            second.selection_changed = lambda **params: later.append(params)
+        async with claude(ide, pid=2,
+                          selection_changed=lambda **params: later.append(params)):
             await until(lambda: len(later) == 1, "the replayed selection")
         assert later == [{"filePath": "a.txt"}]
 
