@@ -48,17 +48,22 @@
 
 (add-to-list 'load-path lispm-apps-directory)
 
+(defgroup lispm-apps nil
+  "The LispM App Store and its apps."
+  :group 'lispm
+  :prefix "lispm-apps-")
+
 (defface lispm-apps-heading '((t :inherit bold :height 1.2))
   "Face for the title of the App Store and of its shelves."
-  :group 'lispm)
+  :group 'lispm-apps)
 
 (defface lispm-apps-title '((t :inherit bold))
   "Face for an app's title in the App Store."
-  :group 'lispm)
+  :group 'lispm-apps)
 
 (defface lispm-apps-input '((t :inherit font-lock-keyword-face))
   "Face for what the user typed in an app's transcript."
-  :group 'lispm)
+  :group 'lispm-apps)
 
 ;;; Shelves and apps
 

@@ -75,7 +75,7 @@ The proposal, when the user edits it, goes to the same side, one slot
 further.  Entries of `display-buffer-alist' take precedence."
   :type '(cons (repeat function) (alist :key-type symbol :value-type sexp)))
 
-(defvar lispm-ide-replace-max-seconds 1.0
+(defconst lispm-ide-replace-max-seconds 1.0
   "Seconds `replace-buffer-contents' may spend on an accepted change.
 Past that, the text is replaced at once, and markers in it move to its
 beginning.")

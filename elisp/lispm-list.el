@@ -51,6 +51,11 @@
   (add-hook 'tabulated-list-revert-hook #'lispm-list--fill nil t)
   (tabulated-list-init-header))
 
+(defgroup lispm-list nil
+  "The list of LispM's agents."
+  :group 'lispm
+  :prefix "lispm-list-")
+
 (defface lispm-list-starting '((t :inherit shadow))
   "Face of the state of an agent that is starting.")
 

@@ -34,8 +34,12 @@
 (require 'lispm-agents)
 (require 'lispm-term)
 
-(defvar lispm-paste-return-delay 0.4
-  "Seconds between the paste and the Return that submits it.")
+(defcustom lispm-paste-return-delay 0.4
+  "Seconds between the paste and the Return that submits it.
+A CLI still taking in the paste when the Return comes may keep the
+message in its composer, unsent: on a slow machine, wait longer."
+  :type 'number
+  :group 'lispm-terminal)
 
 (define-error 'lispm-paste-refused "LispM refuses to paste" 'lispm-error)
 (define-error 'lispm-paste-not-now "The agent shows a dialog; paste later" 'lispm-error)

@@ -56,9 +56,10 @@ files as it stops; a sidecar that takes longer is killed."
   :type 'number)
 
 (defcustom lispm-ledger-file (locate-user-emacs-file "lispm/ledger.sqlite3")
-  "The file of the durable ledger of messages, requests and replies."
-  :type 'file
-  :group 'lispm)
+  "The file of the durable ledger of messages, requests and replies.
+The sidecar keeps it, and opens it when it starts: a change takes
+effect at the next start (\\[lispm-restart-sidecar])."
+  :type 'file)
 
 (defconst lispm-sidecar-protocol-version 1
   "The version of the Emacs-sidecar protocol this file speaks.")
@@ -342,8 +343,10 @@ Emacs would otherwise kill it before it deletes the agents' files."
 
 ;;; Debugging
 
-(defvar lispm-sidecar-debug-log-size 2000000
-  "Characters of protocol log kept while debugging is on.")
+(defcustom lispm-sidecar-debug-log-size 2000000
+  "Characters of protocol log kept while debugging is on.
+See \\[lispm-toggle-debug]."
+  :type 'natnum)
 
 ;;;###autoload
 (defun lispm-toggle-debug ()

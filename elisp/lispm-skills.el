@@ -52,15 +52,20 @@
 
 ;;; Options and errors
 
+(defgroup lispm-skills nil
+  "Skills: Org files that teach agents, and the code they bring."
+  :group 'lispm
+  :prefix "lispm-skills-")
+
 (defcustom lispm-skills-directories (list (locate-user-emacs-file "lispm/skills/"))
   "The folders of the user's own skills, Org files; their code is trusted."
   :type '(repeat directory)
-  :group 'lispm)
+  :group 'lispm-skills)
 
 (defcustom lispm-skills-trust-file (locate-user-emacs-file "lispm/trust.eld")
   "The file recording which projects' skill code the user trusts."
   :type 'file
-  :group 'lispm)
+  :group 'lispm-skills)
 
 (defconst lispm-skills-project-subdirectory ".lispm/skills/"
   "Where a project keeps its skills, relative to its root.")

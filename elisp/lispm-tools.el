@@ -95,30 +95,35 @@ LispM's tool errors carry their whole message; others read as usual."
 
 ;;; Options
 
+(defgroup lispm-tools nil
+  "The tools LispM gives agents: their limits and timeouts."
+  :group 'lispm
+  :prefix "lispm-tools-")
+
 (defcustom lispm-tools-shell-output-limit 100000
   "The most characters of output `run_shell' keeps; the rest is dropped."
   :type 'integer
-  :group 'lispm)
+  :group 'lispm-tools)
 
 (defcustom lispm-tools-shell-timeout 60
   "Seconds a `run_shell' command may run before it is killed."
   :type 'number
-  :group 'lispm)
+  :group 'lispm-tools)
 
 (defcustom lispm-tools-grep-output-limit 30000
   "The most characters of matches `grep' returns."
   :type 'integer
-  :group 'lispm)
+  :group 'lispm-tools)
 
 (defcustom lispm-tools-grep-timeout 20
   "Seconds a `grep' search may run before it is killed."
   :type 'number
-  :group 'lispm)
+  :group 'lispm-tools)
 
 (defcustom lispm-tools-list-limit 2000
   "The most file names `list_files' returns."
   :type 'integer
-  :group 'lispm)
+  :group 'lispm-tools)
 
 (defcustom lispm-tools-read-limit 100000
   "The most characters one `read_file' call returns.
@@ -126,12 +131,12 @@ A longer file is read in pieces: the text ends with a note of how
 much was left out and the `offset' that reads on.  A file that no
 buffer visits is read only as far as that piece needs."
   :type 'natnum
-  :group 'lispm)
+  :group 'lispm-tools)
 
 (defcustom lispm-tools-eval-print-limit 20000
   "The most characters of a printed value `eval_elisp' returns."
   :type 'integer
-  :group 'lispm)
+  :group 'lispm-tools)
 
 ;;; Tools and the registry
 

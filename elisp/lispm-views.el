@@ -76,9 +76,9 @@
 (declare-function flycheck-error-filename "ext:flycheck" (err))
 (defvar flycheck-current-errors)
 
-;;; Options
+;;; Limits
 
-(defvar lispm-views-push-delay 0.05
+(defconst lispm-views-push-delay 0.05
   "Seconds from the first change to the push of the editor state.
 Changes within that time go in the same push.")
 

@@ -41,16 +41,21 @@
   :summary "A SHRDLU-style robot arm (after Winograd, 1970) that you talk to."
   :command lispm-blocks)
 
+(defgroup lispm-blocks nil
+  "The blocks world, an app of LispM's Classic AI shelf."
+  :group 'lispm-apps
+  :prefix "lispm-blocks-")
+
 (defcustom lispm-blocks-animate t
   "Non-nil means animate each move of the robot's hand.
 Without animation the scene jumps to the result of each command."
   :type 'boolean
-  :group 'lispm)
+  :group 'lispm-blocks)
 
 (defcustom lispm-blocks-frame-delay 0.04
   "Seconds between two pictures of an animated move."
   :type 'number
-  :group 'lispm)
+  :group 'lispm-blocks)
 
 ;;; Drawing the scene
 
@@ -58,23 +63,23 @@ Without animation the scene jumps to the result of each command."
   '((((class color) (min-colors 8)) :background "red3" :foreground "white")
     (t :inverse-video t))
   "Face for red things in the blocks world."
-  :group 'lispm)
+  :group 'lispm-blocks)
 
 (defface lispm-blocks-green
   '((((class color) (min-colors 8)) :background "green4" :foreground "white")
     (t :inverse-video t))
   "Face for green things in the blocks world."
-  :group 'lispm)
+  :group 'lispm-blocks)
 
 (defface lispm-blocks-blue
   '((((class color) (min-colors 8)) :background "blue3" :foreground "white")
     (t :inverse-video t))
   "Face for blue things in the blocks world."
-  :group 'lispm)
+  :group 'lispm-blocks)
 
 (defface lispm-blocks-furniture '((t :inherit bold))
   "Face for the table, the box and the hand."
-  :group 'lispm)
+  :group 'lispm-blocks)
 
 (defconst lispm-blocks--paints
   '((red "R" lispm-blocks-red) (green "G" lispm-blocks-green)
