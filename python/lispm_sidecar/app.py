@@ -1,52 +1,9 @@
-"""The methods Emacs calls, and the calls the sidecar makes into Emacs.
+"""The methods Emacs calls on the sidecar, and the sidecar's calls into Emacs.
 
-Methods (Emacs → sidecar), all with object params:
-- `lispm/hello {protocol, version, emacs_pid, ledger_file?}`
-  → `{protocol, version, pid, runtime_dir, ledger_file}`; must come first
-- `lispm/agent-start {name, kind, folder, instance, port?, restore?, resume?, session_id?}`
-  → launch facts: `{port, url, session_id, token_file, claude_mcp_config, …}`.
-  `restore`: the sidecar restarted, Emacs gives back a live agent (same port,
-  token and queue).  `resume`: an agent of an earlier Emacs whose CLI resumes
-  its session `session_id`; what waits for it is delivered.  Neither: a new
-  agent, and what an earlier agent of its name left is ended first.
-- `lispm/agents-forget {names}` → `{forgotten}`: the agents of an earlier
-  Emacs that will not be resumed; their requests end, their queues fail
-  (a name live now is skipped)
-- `lispm/agent-attached {name, instance, pid, session_id?, restore?}`: the CLI
-  runs as process `pid`; the sidecar starts watching its records
-- `lispm/agent-stop {name, instance?}` → `{}`; whoever waits on it is told
-- `lispm/agents {}` → `{agents: [...]}`, the sidecar's view (for debugging and tests)
-- `lispm/ledger {limit?, agent?}` → `{entries: [...]}`, newest first
-- notification `lispm/editor-state {buffers, selection, diagnostics}`: Emacs's
-  newest snapshot, for the mirror that answers the cheap views
-- notification `lispm/diff-resolved {id, outcome, contents?}`: the user decided
-- `lispm/at-mention {name, instance, file, line_start, line_end}` → `{sent}`
-- notification `lispm/tool-result {call_id, ok, text | error}`: a tool call
-  that waited for the user's approval has finished
-- notification `lispm/audit {agent, role, kind, what, decision, reason?}`
-- `lispm/decisions {limit?, agent?}` → `{decisions: [...]}`, newest first
-- `lispm/ping PARAMS` → PARAMS; `lispm/ping-emacs {count}` → `{count, seconds}`
-- `lispm/stats {}` → `{pid, rss_kb, agents}`
-- `lispm/shutdown {}` → `{}`, then the sidecar exits
-
-Requests and notifications into Emacs:
-- `emacs/list-agents {}` → `{agents: [{name, kind, folder, state}]}`
-- `emacs/paste {name, instance, text}` → `{pasted}`: paste a due message
-- `emacs/buffer-text {buffer}` → `{buffer, file, truename, dirty, text}`
-- `emacs/open-diff {id, agent, file, new_contents, tab_name}` → `{shown}`;
-  `emacs/close-diff {id? | tab_name? | all?, agent?}`; `emacs/open-file {…}`;
-  `emacs/save-document {file}`: Claude's IDE tools
-- `emacs/search-tools {name, instance, query}` → `{results}`;
-  `emacs/skill {name, instance, skill}` → `{instructions, loaded, reason?}`;
-  `emacs/call-tool {name, instance, call_id, tool, args}` → `{ok, text | error}`
-  or `{pending: true, within?}` (then `lispm/tool-result` later, within
-  `within` seconds if given, else an hour)
-- `emacs/ping PARAMS` → PARAMS
-- notification `lispm/agent-connected {name, instance}`: the CLI reached its server
-- notification `lispm/agent-activity {name, instance, activity, queued, session}`:
-  `session` is the CLI's own session id as its records show it (Claude's
-  session, Codex's thread, Hermes's session, OpenClaw's session key), for
-  resuming it after Emacs restarts; null while unknown
+Each method, its params and its result are described once, in
+`protocol.py`; the link checks the params from Emacs against that
+description before a handler here runs, so each handler gets them typed.
+README's "The link's methods" says what each method does.
 """
 
 from __future__ import annotations
@@ -56,18 +13,47 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-from . import PROTOCOL_VERSION, __version__
+from . import PROTOCOL_VERSION, __version__, protocol
 from .agent import Agent, Services
 from .agents import Agents
 from .delivery import ComposerHandover
 from .editor import EditorMirror, EditorState
-from .errors import InvalidParams, LispmError, VersionMismatch
-from .ide_lock import clean_stale_locks, scanned_config_dirs
+from .errors import InvalidParams, LispmError
+from .kinds.claude.ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
 from .lisp_tools import LispTools
-from .rpc import EmacsLink, Params
+from .protocol import (
+    AgentActivityParams,
+    AgentAttachedParams,
+    AgentAttachedResult,
+    AgentConnectedParams,
+    AgentLaunch,
+    AgentsForgetParams,
+    AgentsForgetResult,
+    AgentsResult,
+    AgentStartParams,
+    AgentStopParams,
+    AtMentionParams,
+    AtMentionResult,
+    AuditParams,
+    DecisionsParams,
+    DecisionsResult,
+    DiffResolvedParams,
+    EditorStateParams,
+    Empty,
+    HelloParams,
+    HelloResult,
+    Json,
+    LedgerParams,
+    LedgerResult,
+    PingEmacsParams,
+    PingEmacsResult,
+    StatsResult,
+    ToolResultParams,
+)
+from .rpc import EmacsLink
 from .runtime import remove_orphans, runtime_root
 from .watchers import Inotify
 
@@ -78,29 +64,6 @@ class NotReady(LispmError):
     """A request came before `lispm/hello`."""
 
     code = -32006
-
-
-def _str(params: Params, key: str) -> str:
-    value = params.get(key)
-    if not isinstance(value, str) or not value:
-        raise InvalidParams(f"{key} must be a non-empty string")
-    return value
-
-
-def _int(params: Params, key: str, default: int) -> int:
-    value = params.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidParams(f"{key} must be a non-negative integer")
-    return value
-
-
-def _optional_str(params: Params, key: str) -> str | None:
-    value = params.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidParams(f"{key} must be a string")
-    return value
 
 
 def default_ledger_file() -> str:
@@ -131,26 +94,23 @@ class Sidecar:
         self.lisp_tools = LispTools(link)
         self.mirror.listen(self._selection_moved)
         self._notifying: set[asyncio.Task[int]] = set()
-        for name, handler in (
-            ("lispm/hello", self.hello),
-            ("lispm/agent-start", self.agent_start),
-            ("lispm/agent-attached", self.agent_attached),
-            ("lispm/agent-stop", self.agent_stop),
-            ("lispm/agents-forget", self.agents_forget),
-            ("lispm/agents", self.list_served),
-            ("lispm/ledger", self.ledger_entries),
-            ("lispm/editor-state", self.editor_state),
-            ("lispm/diff-resolved", self.diff_resolved),
-            ("lispm/at-mention", self.at_mention),
-            ("lispm/tool-result", self.tool_result),
-            ("lispm/audit", self.audit),
-            ("lispm/decisions", self.decisions),
-            ("lispm/ping", self.ping),
-            ("lispm/ping-emacs", self.ping_emacs),
-            ("lispm/stats", self.stats),
-            ("lispm/shutdown", self.shutdown),
-        ):
-            link.method(name)(handler)
+        link.serve(protocol.HELLO, self.hello)
+        link.serve(protocol.AGENT_START, self.agent_start)
+        link.serve(protocol.AGENT_ATTACHED, self.agent_attached)
+        link.serve(protocol.AGENT_STOP, self.agent_stop)
+        link.serve(protocol.AGENTS_FORGET, self.agents_forget)
+        link.serve(protocol.AGENTS, self.list_served)
+        link.serve(protocol.LEDGER, self.ledger_entries)
+        link.serve(protocol.EDITOR_STATE, self.editor_state)
+        link.serve(protocol.DIFF_RESOLVED, self.diff_resolved)
+        link.serve(protocol.AT_MENTION, self.at_mention)
+        link.serve(protocol.TOOL_RESULT, self.tool_result)
+        link.serve(protocol.AUDIT, self.audit)
+        link.serve(protocol.DECISIONS, self.decisions)
+        link.serve(protocol.PING, self.ping)
+        link.serve(protocol.PING_EMACS, self.ping_emacs)
+        link.serve(protocol.STATS, self.stats)
+        link.serve(protocol.SHUTDOWN, self.shutdown)
 
     @property
     def agents(self) -> Agents:
@@ -160,14 +120,15 @@ class Sidecar:
         return self._agents
 
     def _notify_connected(self, agent: Agent) -> None:
-        self.link.notify("lispm/agent-connected", {"name": agent.name, "instance": agent.instance})
+        self.link.notify(protocol.AGENT_CONNECTED,
+                         AgentConnectedParams(name=agent.name, instance=agent.instance))
 
     def _notify_activity(self, agent: Agent) -> None:
-        self.link.notify("lispm/agent-activity", {
-            "name": agent.name, "instance": agent.instance,
-            "activity": str(agent.queue.activity), "queued": agent.queue.queued,
-            "session": agent.watcher.cli_session if agent.watcher else None,
-        })
+        self.link.notify(protocol.AGENT_ACTIVITY, AgentActivityParams(
+            name=agent.name, instance=agent.instance,
+            activity=str(agent.queue.activity), queued=agent.queue.queued,
+            session=agent.watcher.cli_session if agent.watcher else None,
+        ))
 
     async def _open(self, emacs_pid: int, ledger_file: Path) -> None:
         """Open the ledger and the watchers, and resume what the ledger holds."""
@@ -190,26 +151,21 @@ class Sidecar:
             ),
         )
 
-    async def emacs_agents(self) -> list[dict[str, Any]]:
+    async def emacs_agents(self) -> list[Json]:
         """Ask Emacs for the live agents."""
-        answer = await self.link.request("emacs/list-agents", {})
+        answer = await self.link.request(protocol.LIST_AGENTS, Empty())
         agents = answer.get("agents") if isinstance(answer, dict) else None
         return list(agents) if isinstance(agents, list) else []
 
-    async def hello(self, params: Params) -> Params:
-        """Check that Emacs speaks our protocol, then clean up after dead Emacsen."""
-        protocol = params.get("protocol")
-        if protocol != PROTOCOL_VERSION:
-            raise VersionMismatch(
-                f"Emacs speaks LispM protocol {protocol}, this sidecar {PROTOCOL_VERSION} "
-                f"(sidecar version {__version__}): reinstall the sidecar to match the package"
-            )
-        emacs_pid = params.get("emacs_pid")
-        if not isinstance(emacs_pid, int) or emacs_pid <= 0:
+    async def hello(self, params: HelloParams) -> HelloResult:
+        """Open the ledger and the watchers, then clean up after dead Emacsen.
+
+        The link has checked the protocol version first.
+        """
+        emacs_pid = params.get("emacs_pid", 0)
+        if emacs_pid <= 0:
             emacs_pid = os.getppid()
         ledger_file = params.get("ledger_file") or default_ledger_file()
-        if not isinstance(ledger_file, str):
-            raise InvalidParams("ledger_file must be a string")
         if self._agents is None:
             await self._open(emacs_pid, Path(ledger_file))
         for config_dir in scanned_config_dirs(Path.home(), os.environ):
@@ -226,33 +182,30 @@ class Sidecar:
             "ledger_file": str(self._ledger.path if self._ledger else ledger_file),
         }
 
-    async def agent_start(self, params: Params) -> Params:
+    async def agent_start(self, params: AgentStartParams) -> AgentLaunch:
         """Start an agent's server; see `Agents.start`."""
         agent = await self.agents.start(
-            name=_str(params, "name"),
-            kind=_str(params, "kind"),
-            folder=_str(params, "folder"),
-            instance=_int(params, "instance", 0),
-            port=_int(params, "port", 0),
+            name=params["name"],
+            kind=params["kind"],
+            folder=params["folder"],
+            instance=params.get("instance", 0),
+            port=params.get("port", 0),
             restore=params.get("restore") is True,
-            session_id=_optional_str(params, "session_id"),
-            options=params,
+            session_id=params.get("session_id"),
+            options=dict(params),
             resume=params.get("resume") is True,
         )
-        return agent.describe()
+        return cast(AgentLaunch, agent.describe())
 
-    async def agents_forget(self, params: Params) -> Params:
+    async def agents_forget(self, params: AgentsForgetParams) -> AgentsForgetResult:
         """End what agents of an earlier Emacs left; see `Agents.forget`."""
-        names = params.get("names")
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-            raise InvalidParams("names must be a list of agent names")
-        return {"forgotten": await self.agents.forget(names)}
+        return {"forgotten": await self.agents.forget(params["names"])}
 
-    async def agent_attached(self, params: Params) -> Params:
+    async def agent_attached(self, params: AgentAttachedParams) -> AgentAttachedResult:
         """Watch an agent's CLI, now that its terminal runs as process `pid`."""
         agent = await self.agents.attach(
-            _str(params, "name"), _int(params, "instance", 0), _int(params, "pid", 0),
-            _optional_str(params, "session_id"),
+            params["name"], params.get("instance", 0), params.get("pid", 0),
+            params.get("session_id"),
         )
         self._notify_activity(agent)
         return {"watching": agent.watcher.describe() if agent.watcher else None}
@@ -265,7 +218,7 @@ class Sidecar:
         agents = [a for a in self._agents.by_name.values() if a.ide] if self._agents else []
         if not agents:
             return
-        from .ide import file_uri  # loaded with the first IDE server: aiohttp is heavy
+        from .kinds.claude.ide import file_uri  # loaded with the first IDE server: aiohttp is heavy
 
         path = selection["truename"]
         params = {"text": selection.get("text", ""), "filePath": path, "fileUrl": file_uri(path),
@@ -277,56 +230,55 @@ class Sidecar:
             self._notifying.add(task)
             task.add_done_callback(self._notifying.discard)
 
-    async def diff_resolved(self, params: Params) -> None:
+    async def diff_resolved(self, params: DiffResolvedParams) -> None:
         """Hand Emacs's decision on a diff to the `openDiff` that waits for it."""
-        diff_id = _str(params, "id")
+        diff_id = params["id"]
         for agent in self.agents.by_name.values():
-            if agent.ide_bridge is not None and agent.ide_bridge.resolve(diff_id, params):
+            if agent.ide_bridge is not None and agent.ide_bridge.resolve(diff_id, dict(params)):
                 return
         log.info("a decision on diff %s, which no one waits for any more", diff_id)
 
-    async def at_mention(self, params: Params) -> Params:
+    async def at_mention(self, params: AtMentionParams) -> AtMentionResult:
         """Mention a file's lines to a Claude agent, as its IDE would."""
-        agent = self.agents.get(_str(params, "name"), _int(params, "instance", 0))
+        agent = self.agents.get(params["name"], params.get("instance", 0))
         if agent.ide is None:
             raise InvalidParams(f"{agent.name} is not a Claude agent with an IDE connection")
         sent = await agent.ide.notify("at_mentioned", {
-            "filePath": _str(params, "file"), "lineStart": _int(params, "line_start", 0),
-            "lineEnd": _int(params, "line_end", 0)})
+            "filePath": params["file"], "lineStart": params.get("line_start", 0),
+            "lineEnd": params.get("line_end", 0)})
         return {"sent": sent}
 
-    async def tool_result(self, params: Params) -> None:
+    async def tool_result(self, params: ToolResultParams) -> None:
         """Finish a tool call that waited for the user (a notification)."""
-        if not self.lisp_tools.resolve(_str(params, "call_id"), params):
-            log.info("a result for tool call %s, which no one waits for", params.get("call_id"))
+        if not self.lisp_tools.resolve(params["call_id"], dict(params)):
+            log.info("a result for tool call %s, which no one waits for", params["call_id"])
 
-    async def audit(self, params: Params) -> None:
+    async def audit(self, params: AuditParams) -> None:
         """Record a policy decision in the ledger (a notification)."""
         assert self._ledger is not None
         await self._ledger.record_decision(
-            _str(params, "agent"), _str(params, "role"), _str(params, "kind"),
-            _str(params, "what"), _str(params, "decision"), _optional_str(params, "reason"))
+            params["agent"], params["role"], params["kind"], params["what"],
+            params["decision"], params.get("reason"))
 
-    async def decisions(self, params: Params) -> Params:
+    async def decisions(self, params: DecisionsParams) -> DecisionsResult:
         """Return the newest policy decisions, newest first."""
         assert self._ledger is not None
-        found = await self._ledger.decisions(_int(params, "limit", 100),
-                                             _optional_str(params, "agent"))
+        found = await self._ledger.decisions(params.get("limit", 100), params.get("agent"))
         return {"decisions": [decision.to_json() for decision in found]}
 
-    async def editor_state(self, params: Params) -> None:
+    async def editor_state(self, params: EditorStateParams) -> None:
         """Take Emacs's newest snapshot of its buffers (a notification)."""
-        self.mirror.update(params)
+        self.mirror.update(dict(params))
 
-    async def ledger_entries(self, params: Params) -> Params:
+    async def ledger_entries(self, params: LedgerParams) -> LedgerResult:
         """Return the ledger's newest entries, for the ledger view.
 
         Messages, requests and replies, and the user's policy decisions (kind
         `decision`), newest first.
         """
         assert self._ledger is not None
-        agent = _optional_str(params, "agent")
-        limit = _int(params, "limit", 500)
+        agent = params.get("agent")
+        limit = params.get("limit", 500)
         entries = await self._ledger.entries(limit, agent)
         request_ids = {entry.request_id for entry in entries if entry.request_id}
         states = await self._ledger.run(
@@ -345,13 +297,12 @@ class Sidecar:
         rows.sort(key=lambda row: row["time"], reverse=True)
         return {"entries": rows[:limit]}
 
-    async def agent_stop(self, params: Params) -> Params:
+    async def agent_stop(self, params: AgentStopParams) -> Empty:
         """Stop an agent's server and delete its files."""
-        instance = _int(params, "instance", 0) if "instance" in params else None
-        await self.agents.stop(_str(params, "name"), instance)
+        await self.agents.stop(params["name"], params.get("instance"))
         return {}
 
-    async def list_served(self, params: Params) -> Params:
+    async def list_served(self, params: Empty) -> AgentsResult:
         """Return the agents this sidecar serves."""
         return {
             "agents": [
@@ -361,23 +312,23 @@ class Sidecar:
             ]
         }
 
-    async def ping(self, params: Params) -> Params:
+    async def ping(self, params: Json) -> Json:
         """Return PARAMS unchanged."""
         return params
 
-    async def ping_emacs(self, params: Params) -> Params:
+    async def ping_emacs(self, params: PingEmacsParams) -> PingEmacsResult:
         """Make COUNT sequential `emacs/ping` requests; for the benchmarks."""
-        count = _int(params, "count", 1)
+        count = params.get("count", 1)
         start = time.perf_counter()
         for i in range(count):
-            await self.link.request("emacs/ping", {"i": i})
+            await self.link.request(protocol.EMACS_PING, {"i": i})
         return {"count": count, "seconds": time.perf_counter() - start}
 
-    async def stats(self, params: Params) -> Params:
+    async def stats(self, params: Empty) -> StatsResult:
         """Return the sidecar's pid, resident memory and number of agents."""
         return {"pid": os.getpid(), "rss_kb": _rss_kb(), "agents": len(self.agents.by_name)}
 
-    async def shutdown(self, params: Params) -> Params:
+    async def shutdown(self, params: Empty) -> Empty:
         """Stop every agent's server, delete their files, and exit after answering."""
         await self.agents.stop_all(keep_files=False)
         asyncio.get_running_loop().call_soon(self.stopping.set)

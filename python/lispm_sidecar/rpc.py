@@ -3,7 +3,8 @@
 pygls keeps the bookkeeping of requests in both directions (ids, futures,
 cancellation); this module gives it plain dicts instead of namedtuples,
 orjson instead of `json`, and one table of methods.  It is also the one
-place where the sidecar's errors become JSON-RPC errors.
+place where the params from Emacs are checked against their description
+(`protocol.py`) and the sidecar's errors become JSON-RPC errors.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import asyncio
 import contextvars
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, overload
 
 from lsprotocol import converters
 from lsprotocol.types import ResponseError, ResponseErrorMessage
@@ -33,12 +34,14 @@ from pygls.protocol.json_rpc import (
 from pygls.server import JsonRPCServer
 
 from .errors import EmacsUnavailable, LispmError, NotNow
+from .protocol import Method
 from .stdio import ByteWriter, FrameError, frame
 
 log = logging.getLogger(__name__)
 
-Params = dict[str, Any]
-Handler = Callable[[Params], Awaitable[Any]]
+P = TypeVar("P", bound=Mapping[str, Any])
+R = TypeVar("R")
+Handler = Callable[[Any], Awaitable[Any]]
 
 #: How long the sidecar waits for Emacs by default: Emacs may be collecting
 #: garbage or running a long command, but a stalled Emacs must not hang an agent.
@@ -57,11 +60,11 @@ class LinkProtocol(JsonRPCProtocol):
         self.byte_writer: ByteWriter | None = None
 
     # pygls looks handlers up by name; ours live in one plain table.
-    def _get_handler(self, feature_name: str) -> Callable[[Any], Awaitable[Any]]:
+    def _get_handler(self, feature_name: str) -> Handler:
         handler = self.methods.get(feature_name)
         if handler is None:
             raise JsonRpcMethodNotFound.of(feature_name)
-        return _at_boundary(handler)
+        return handler
 
     def handle_message(self, message: Any) -> None:
         """Dispatch MESSAGE, built by `structure_message`, by its class.
@@ -151,8 +154,9 @@ def _plain(message: Any) -> dict[str, Any]:
     raise TypeError(f"not a JSON-RPC message: {message!r}")
 
 
-def _at_boundary(handler: Handler) -> Callable[[Any], Awaitable[Any]]:
-    """Wrap HANDLER so that the sidecar's errors reach Emacs as JSON-RPC errors."""
+def _at_boundary(method: Method[P, R], handler: Callable[[P], Awaitable[R]]) -> Handler:
+    """Wrap HANDLER of METHOD: it gets the params once checked against METHOD,
+    and the sidecar's errors reach Emacs as JSON-RPC errors."""
 
     async def run(params: Any) -> Any:
         if params is None:
@@ -160,7 +164,7 @@ def _at_boundary(handler: Handler) -> Callable[[Any], Awaitable[Any]]:
         if not isinstance(params, dict):
             raise JsonRpcInvalidParams("params must be an object")
         try:
-            return await handler(params)
+            return await handler(method.check(params))
         except LispmError as err:
             raise JsonRpcException(message=str(err), code=err.code) from err
         except (JsonRpcException, asyncio.CancelledError):
@@ -179,14 +183,11 @@ class EmacsLink:
         self.server = JsonRPCServer(LinkProtocol, converters.get_converter)
         self.protocol: LinkProtocol = self.server.protocol  # type: ignore[assignment]
 
-    def method(self, name: str) -> Callable[[Handler], Handler]:
-        """Register the decorated coroutine as the handler of NAME."""
-
-        def register(handler: Handler) -> Handler:
-            self.protocol.methods[name] = handler
-            return handler
-
-        return register
+    def serve(self, method: Method[P, R], handler: Callable[[P], Awaitable[R]]) -> None:
+        """Answer METHOD, one Emacs calls, with HANDLER."""
+        if method.to != "sidecar":
+            raise ValueError(f"{method.name} is answered by Emacs, not the sidecar")
+        self.protocol.methods[method.name] = _at_boundary(method, handler)
 
     def attach(self, writer: ByteWriter) -> None:
         """Send everything from now on to WRITER."""
@@ -222,16 +223,27 @@ class EmacsLink:
         log.warning("bad frame from Emacs: %s", error.message)
         self.protocol.send_error(None, error.code, error.message)
 
-    def notify(self, method: str, params: Params) -> None:
+    def notify(self, method: Method[P, None], params: P) -> None:
         """Send Emacs the notification METHOD."""
-        self.protocol.notify(method, params)
+        self.protocol.notify(method.name, params)
 
-    async def request(self, method: str, params: Params, within: float = EMACS_TIMEOUT) -> Any:
-        """Ask Emacs METHOD and return its answer.
+    @overload
+    async def request(self, method: Method[P, Any], params: P,
+                      within: float = EMACS_TIMEOUT) -> Any: ...
+
+    @overload
+    async def request(self, method: str, params: Mapping[str, Any],
+                      within: float = EMACS_TIMEOUT) -> Any: ...
+
+    async def request(self, method: Method[Any, Any] | str, params: Mapping[str, Any],
+                      within: float = EMACS_TIMEOUT) -> Any:
+        """Ask Emacs METHOD (a `Method` of `protocol.py`, or its name) and return its answer.
 
         Raises `EmacsUnavailable` if Emacs answers with an error or not within
         WITHIN seconds.
         """
+        if isinstance(method, Method):
+            method = method.name
         msg_id = str(uuid.uuid4())
         answer = self.protocol.send_request_async(method, params, msg_id=msg_id)
         try:

@@ -173,6 +173,33 @@ async def test_unknown_method_and_bad_params(sidecar: SidecarProcess) -> None:
     assert await sidecar.call("lispm/ping", {"d": 4}) == {"d": 4}
 
 
+async def test_params_are_checked_against_the_link_description(sidecar: SidecarProcess) -> None:
+    start = {"name": "claude", "kind": "claude", "folder": "/tmp"}
+    for method, params, message in (
+        ("lispm/agent-start", dict(start, restore="yes"), "restore must be true or false"),
+        ("lispm/agent-start", dict(start, instance="1"), "instance must be a non-negative integer"),
+        ("lispm/agent-attached", {"instance": 1, "pid": 42}, "name must be a non-empty string"),
+        ("lispm/ledger", {"agent": 5}, "agent must be a string"),
+        ("lispm/agents-forget", {}, "names must be a list of agent names"),
+    ):
+        reply = await sidecar.call(method, params, raw=True)
+        assert reply["error"] == {"code": -32602, "message": message}, (method, params)
+    # A method Emacs answers is not one the sidecar serves.
+    paste = await sidecar.call("emacs/paste", {"name": "claude", "instance": 1, "text": "hi"},
+                               raw=True)
+    assert paste["error"]["code"] == -32601
+    # A notification with bad params is dropped; the next one is taken.
+    decision = {"agent": "claude", "role": "default", "kind": "shell", "what": "ls",
+                "decision": "allow"}
+    await sidecar.send_frames(
+        {"jsonrpc": "2.0", "method": "lispm/audit", "params": dict(decision, what="")},
+        {"jsonrpc": "2.0", "method": "lispm/audit", "params": dict(decision, reason=None)})
+    async with asyncio.timeout(10):
+        while not (found := (await sidecar.call("lispm/decisions", {}))["decisions"]):
+            await asyncio.sleep(0.05)
+    assert [(d["what"], d["decision"]) for d in found] == [("ls", "allow")]
+
+
 async def test_sidecar_calls_emacs_while_answering_emacs(
     sidecar: SidecarProcess,
 ) -> None:
