@@ -8,7 +8,7 @@ import asyncio
 import inspect
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, is_typeddict
 
 import pytest
 from mcp.server import MCPServer
@@ -147,3 +147,49 @@ def test_what_emacs_sends_and_the_sidecar_asks_is_described() -> None:
              for name in re.findall(r"\"(emacs/[a-z-]+)\"", path.read_text())}
     for_emacs = {m.name for m in protocol.METHODS.values() if m.to == "emacs"}
     assert asked and asked <= for_emacs, asked - for_emacs
+
+
+Documented = tuple[str, str, bool, frozenset[tuple[str, bool]] | None]
+
+_SPAN = re.compile(r"(notification )?`((?:lispm|emacs)/[a-z-]+) (\{[^}`]*\}|PARAMS)`")
+
+
+def documented_methods(readme: str) -> set[Documented]:
+    """The methods README's "The link's methods" lists: (name, who answers,
+    notification?, keys with whether each is optional; None for PARAMS)."""
+    section = readme.split("\n### The link's methods\n", 1)[1].split("\n## ", 1)[0]
+    to_sidecar, to_emacs = section.split("\nThe sidecar calls Emacs:\n", 1)
+    found: set[Documented] = set()
+    for to, text in (("sidecar", to_sidecar), ("emacs", to_emacs)):
+        for notification, name, params in _SPAN.findall(text):
+            keys = None if params == "PARAMS" else frozenset(
+                (key.strip().rstrip("?"), key.strip().endswith("?"))
+                for key in re.split(r"[,|]", params.strip("{}")) if key.strip())
+            found.add((name, to, bool(notification), keys))
+    return found
+
+
+def described_methods() -> set[Documented]:
+    return {(m.name, m.to, m.notification,
+             frozenset((k.name, not k.required) for k in m.keys)
+             if is_typeddict(m.params) else None)
+            for m in protocol.METHODS.values()}
+
+
+def test_readme_lists_the_methods_of_the_link_as_described() -> None:
+    documented = documented_methods((ROOT / "README.md").read_text())
+    described = described_methods()
+    assert len(documented) == len(protocol.METHODS)
+    assert documented - described == set(), "documented but not so described"
+    assert described - documented == set(), "described but not so documented"
+
+
+def test_the_readme_check_sees_a_method_missing_or_a_key_changed() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert documented_methods(readme) == described_methods()
+    without = readme.replace("- `lispm/stats {}` → `{pid, rss_kb, agents}`\n", "")
+    assert ("lispm/stats", "sidecar", False, frozenset()) in \
+        described_methods() - documented_methods(without)
+    renamed = readme.replace("`lispm/agent-stop {name, instance?}`",
+                             "`lispm/agent-stop {name, instance}`")
+    assert documented_methods(renamed) != described_methods()
