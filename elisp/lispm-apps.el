@@ -205,7 +205,7 @@ In a read-only buffer, or with point on read-only history, this is
 
 ;;; Transcripts with input at the end
 
-(defvar-local lispm-apps--input-start nil
+(defvar-local lispm-apps-input-start nil
   "The marker where the user's input begins, at the end of the transcript.")
 
 (defun lispm-apps-open-input ()
@@ -213,7 +213,7 @@ In a read-only buffer, or with point on read-only history, this is
   (let ((inhibit-read-only t))
     (add-text-properties (point-min) (point-max)
                          '(read-only t front-sticky t rear-nonsticky t)))
-  (setq lispm-apps--input-start (copy-marker (point-max)))
+  (setq lispm-apps-input-start (copy-marker (point-max)))
   (goto-char (point-max)))
 
 (defun lispm-apps-take-input ()
@@ -222,9 +222,9 @@ Non-empty input is replaced in the buffer by its trimmed text, shown
 in the face `lispm-apps-input'."
   (goto-char (point-max))
   (let ((input (string-trim (buffer-substring-no-properties
-                             lispm-apps--input-start (point-max)))))
+                             lispm-apps-input-start (point-max)))))
     (unless (string-empty-p input)
-      (delete-region lispm-apps--input-start (point-max))
+      (delete-region lispm-apps-input-start (point-max))
       (insert (propertize input 'face 'lispm-apps-input
                           'font-lock-face 'lispm-apps-input)))
     input))

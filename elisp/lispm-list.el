@@ -98,6 +98,9 @@
       (tabulated-list-print t))))
 
 (add-hook 'lispm-agents-changed-hook #'lispm-list--refresh)
+;; The list counts each agent's approvals: lispm-approvals.el, which does
+;; not load this file, runs this hook whenever one arrives or goes.
+(add-hook 'lispm-approvals-changed-hook #'lispm-list--refresh)
 
 (defun lispm-list--agent ()
   "Return the agent on the current line, or signal a `user-error'."

@@ -105,7 +105,6 @@ With a prefix argument, also ask for the FOLDER to work in."
 
 (add-hook 'lispm-agent-started-functions
           (lambda (_agent) (lispm-views-ensure)))
-(add-hook 'lispm-approvals-changed-hook #'lispm-list--refresh)
 
 (provide 'lispm)
 ;;; lispm.el ends here

@@ -131,7 +131,7 @@ left to be sent again."
   "Send the line typed after the Doctor's last reply, and show the reply.
 An empty line does nothing."
   (interactive nil lispm-doctor-mode)
-  (let ((start (marker-position lispm-apps--input-start)))
+  (let ((start (marker-position lispm-apps-input-start)))
     (if (string-empty-p (lispm-apps-take-input))
         (message "Type something first, then RET")
       (when (lispm-doctor--reply-to start)
@@ -146,12 +146,12 @@ turn took place, as when LINE is empty."
       (lispm-doctor--start))
     (goto-char (point-max))
     (insert line)
-    (let ((start (marker-position lispm-apps--input-start)))
+    (let ((start (marker-position lispm-apps-input-start)))
       (lispm-doctor-send)
-      (when (> lispm-apps--input-start start)
+      (when (> lispm-apps-input-start start)
         (string-trim (buffer-substring-no-properties
                       (+ start (length (string-trim line)))
-                      lispm-apps--input-start))))))
+                      lispm-apps-input-start))))))
 
 (provide 'lispm-app-doctor)
 ;;; lispm-app-doctor.el ends here

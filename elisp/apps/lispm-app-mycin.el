@@ -151,7 +151,7 @@ echoes it, so the input is replaced by the transcript's new part."
   (pcase-let ((`(,transcript . ,done) (lispm-mycin-run lispm-mycin--kb
                                                       lispm-mycin--replies))
               (inhibit-read-only t))
-    (delete-region lispm-apps--input-start (point-max))
+    (delete-region lispm-apps-input-start (point-max))
     (goto-char (point-max))
     (insert (substring transcript lispm-mycin--shown))
     (setq lispm-mycin--shown (length transcript))

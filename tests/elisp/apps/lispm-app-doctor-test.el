@@ -204,7 +204,7 @@ My secretary will send you a bill.
       (cl-letf (((symbol-function 'read-string) (lambda (&rest _) (signal 'quit nil))))
         (should-not (lispm-doctor-say "I want to be rich")))
       (should (equal (buffer-string) (concat before "I want to be rich")))
-      (delete-region lispm-apps--input-start (point-max))
+      (delete-region lispm-apps-input-start (point-max))
       (should (equal (lispm-doctor-say "Hello")
                      "How do you do?  What brings you to see me?")))))
 

@@ -397,7 +397,7 @@ q closes.\n")))
             (insert "(neg 1 neg -1)")
             (should-error (lispm-mycin-send) :type 'user-error)
             (should (equal (buffer-string) (concat before "(neg 1 neg -1)")))
-            (delete-region lispm-apps--input-start (point-max))
+            (delete-region lispm-apps-input-start (point-max))
             (insert "neg")
             (lispm-mycin-send)
             (should (string-suffix-p "The gram stain of ORGANISM-1: neg
