@@ -11,8 +11,6 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from mcp.server.mcpserver.exceptions import ToolError
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -78,5 +76,8 @@ def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any
         try:
             return await fn(*args, **kwargs)
         except LispmError as err:
+            # Imported here: the MCP SDK loads with the first agent, not with the sidecar.
+            from mcp.server.mcpserver.exceptions import ToolError
+
             raise ToolError(str(err)) from err
     return tool

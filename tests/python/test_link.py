@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, is_typeddict
 
@@ -193,3 +196,14 @@ def test_the_readme_check_sees_a_method_missing_or_a_key_changed() -> None:
     renamed = readme.replace("`lispm/agent-stop {name, instance?}`",
                              "`lispm/agent-stop {name, instance}`")
     assert documented_methods(renamed) != described_methods()
+
+
+def test_the_link_loads_without_the_mcp_sdk() -> None:
+    """The SDK and uvicorn load with the first agent: the first answer to Emacs is quick."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, lispm_sidecar.__main__, lispm_sidecar.app; "
+         "print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True, timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
+    loaded = set(done.stdout.split())
+    assert not {"mcp", "uvicorn"} & loaded
