@@ -80,7 +80,7 @@ kinds that runs without asking; denials are always recorded."
 (defconst lispm-approvals-buffer-name "*LispM approvals*"
   "The name of the buffer of pending approvals.")
 
-(define-error 'lispm-approvals-error "LispM approval error" 'lispm-error)
+(lispm-define-error 'lispm-approvals-error "LispM approval error" 'lispm-error -32055)
 
 (defvar lispm-approvals-changed-hook nil
   "Hook run whenever an approval arrives or goes.")
@@ -454,13 +454,13 @@ called exactly once with a plist: (:decision allow), (:decision allow
 :for-session t), (:decision deny :reason REASON), or (:decision
 withdrawn :reason REASON) when AGENT leaves before anyone decided."
   (unless (lispm-agent-p agent)
-    (signal 'lispm-approvals-error (list "Not an agent" agent)))
+    (lispm-signal 'lispm-approvals-error (list agent) "Not an agent: %S" agent))
   (unless (and kind (symbolp kind))
-    (signal 'lispm-approvals-error (list "Not a kind of action" kind)))
+    (lispm-signal 'lispm-approvals-error (list kind) "Not a kind of action: %S" kind))
   (unless (functionp callback)
-    (signal 'lispm-approvals-error (list "Not a function" callback)))
+    (lispm-signal 'lispm-approvals-error (list callback) "Not a function: %S" callback))
   (unless (listp target)
-    (signal 'lispm-approvals-error (list "Not a plist" target)))
+    (lispm-signal 'lispm-approvals-error (list target) "Not a plist: %S" target))
   (let ((approval (lispm-approval--make
                    :id (format "A%d" (cl-incf lispm-approvals--counter))
                    :agent agent :role (or role lispm-policy-default-role)

@@ -18,6 +18,56 @@
 ;; the one way to read a file no buffer visits, which every other LispM
 ;; file builds on.  It requires nothing, so any
 ;; LispM library (the protocol code included) can load it alone.
+;;
+;; Errors.  Every LispM condition descends from `lispm-error' and is
+;; declared by `lispm-define-error', with the JSON-RPC code it has when
+;; it reaches the sidecar (a condition without one has its nearest
+;; parent's).  Its data is (TEXT . FIELDS): TEXT the whole message, as
+;; an agent or the user reads it, and FIELDS what a handler needs to
+;; act on it (a file, a buffer, the text that was not found).
+;; `lispm-error-message' renders any error, LispM's or not.  One method
+;; in lispm-sidecar.el turns whatever a handler of the sidecar's
+;; requests signals into the JSON-RPC error the sidecar gets.
+;;
+;; The codes, one meaning each across Emacs and the sidecar (whose
+;; codes are the `code' attributes of its `LispmError' classes):
+;;
+;;   Shared with the sidecar, in the same meaning:
+;;   -32000  lispm-error                     LispmError: any LispM failure
+;;                                           (also a `user-error')
+;;   -32001  lispm-unknown-agent             UnknownAgent
+;;   -32005  lispm-sidecar-version-mismatch  VersionMismatch
+;;   -32007  lispm-paste-not-now             NotNow: the sidecar retries
+;;   -32030  lispm-tool-outside-folder       OutsideFolder
+;;   -32040  lispm-tool-error                ToolFailed
+;;   -32601  lispm-unknown-method            JSON-RPC: method not found
+;;   -32602  lispm-invalid-params            JSON-RPC: invalid params
+;;   -32603  (any other error)               JSON-RPC: internal error
+;;
+;;   Emacs's own, -32050 to -32099 (the sidecar's stop at -32045):
+;;   -32050  lispm-no-buffer                 no (visible) buffer of that name
+;;   -32051  lispm-no-such-file              no such file
+;;   -32052  lispm-paste-refused             LispM will not paste that
+;;   -32053  lispm-ide-error                 a proposed change cannot be shown
+;;   -32054  lispm-sidecar-error             the sidecar cannot be started
+;;   -32055  lispm-approvals-error           an approval asked for wrongly
+;;   -32060  lispm-tool-unknown              no tool of that name
+;;   -32061  lispm-tool-bad-args             arguments against the schema
+;;   -32062  lispm-tool-not-a-directory      a directory was expected
+;;   -32063  lispm-tool-is-a-directory       a file was expected
+;;   -32064  lispm-tool-file-converted       compressed or encrypted, unvisited
+;;   -32065  lispm-buffer-read-only          the file's buffer is read-only
+;;   -32066  lispm-buffer-conflict           unsaved changes, and changed on disk
+;;   -32067  lispm-edit-old-text-not-found   edit_file's `old' is not there
+;;   -32068  lispm-edit-old-text-ambiguous   edit_file's `old' occurs more than once
+;;   -32069  lispm-diff-malformed            a diff that cannot be read
+;;   -32070  lispm-diff-does-not-apply       a hunk whose lines are not there
+;;   -32075  lispm-skill-error               a skill's code failed
+;;   -32076  lispm-skill-unknown             no skill of that name
+;;   -32077  lispm-skill-broken              a skill's code does not read
+;;
+;; `lispm-tool-no-such-file' has `lispm-no-such-file''s code: a tool's
+;; missing file is a missing file.
 
 ;;; Code:
 
@@ -33,7 +83,54 @@
   (file-name-directory (or load-file-name buffer-file-name default-directory))
   "The directory LispM's Lisp files were loaded from.")
 
+;;; Errors
+
 (define-error 'lispm-error "LispM error")
+(put 'lispm-error 'lispm-jsonrpc-code -32000)
+
+(defun lispm-define-error (name message parent &optional code)
+  "Define NAME as a LispM error condition, with MESSAGE and PARENT.
+PARENT is `lispm-error', a condition under it, or a list of such.
+CODE, an integer, is the JSON-RPC error code the sidecar gets when a
+handler of its requests signals NAME; without it, NAME has its
+parent's.  NAME's data is (TEXT . FIELDS), TEXT the whole message
+\(see `lispm-error-message') and FIELDS what a handler may need."
+  (define-error name message parent)
+  (put name 'lispm-error-text-first t)
+  (put name 'lispm-jsonrpc-code code))
+
+(defun lispm-error-jsonrpc-code (condition)
+  "Return the JSON-RPC error code of CONDITION, a LispM error condition.
+That is its own code, or else that of its nearest parent with one."
+  (let ((conditions (get condition 'error-conditions))
+        (code nil))
+    (while (and conditions (not code))
+      (setq code (get (pop conditions) 'lispm-jsonrpc-code)))
+    code))
+
+(defun lispm-error-message (err)
+  "Return the message of the error ERR, a (CONDITION . DATA) cons.
+The message of a condition `lispm-define-error' defined is the text
+its data begins with, as is that of another LispM condition whose only
+datum is a string; everything else reads as `error-message-string'
+renders it."
+  (let ((condition (car err)) (data (cdr err)))
+    (if (and (memq 'lispm-error (get condition 'error-conditions))
+             (stringp (car-safe data))
+             (or (get condition 'lispm-error-text-first) (null (cdr data))))
+        (car data)
+      (error-message-string err))))
+
+(defun lispm-signal (condition fields format-string &rest args)
+  "Signal CONDITION with FIELDS, its message made of FORMAT-STRING and ARGS.
+CONDITION is one `lispm-define-error' defined; FIELDS is a list."
+  (signal condition (cons (apply #'format-message format-string args) fields)))
+
+(lispm-define-error 'lispm-invalid-params "Invalid parameters" 'lispm-error -32602)
+(lispm-define-error 'lispm-unknown-agent "No live agent" 'lispm-error -32001)
+(lispm-define-error 'lispm-no-such-file "No such file" 'lispm-error -32051)
+
+;;; Files
 
 (defun lispm-insert-file-text (file &optional beg end)
   "Insert the text of FILE at point, decoded but otherwise literally.

@@ -38,9 +38,11 @@
 (require 'lispm-approvals)
 
 (defun lispm-calls--agent (params)
-  "Return the live agent PARAMS name, or signal a JSON-RPC error."
+  "Return the live agent PARAMS name, or signal `lispm-unknown-agent'."
   (or (lispm-agent-from-params params)
-      (jsonrpc-error :code -32001 :message (format "no live agent %s" (plist-get params :name)))))
+      (lispm-signal 'lispm-unknown-agent
+                    (list (plist-get params :name) (plist-get params :instance))
+                    "no live agent %s" (plist-get params :name))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/search-tools)) params)
   "Find the tools and skills PARAMS' query names."
@@ -50,10 +52,7 @@
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/skill)) params)
   "Load the skill PARAMS name for the agent they name."
-  (let ((agent (lispm-calls--agent params)))
-    (condition-case err
-        (lispm-skill-load (plist-get params :skill) agent)
-      (lispm-error (jsonrpc-error :code -32602 :message (lispm-tools-error-message err))))))
+  (lispm-skill-load (plist-get params :skill) (lispm-calls--agent params)))
 
 (defun lispm-calls--summary (tool args)
   "Return a one-line summary of calling TOOL with ARGS, for the audit."

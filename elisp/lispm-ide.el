@@ -80,7 +80,7 @@ further.  Entries of `display-buffer-alist' take precedence."
 Past that, the text is replaced at once, and markers in it move to its
 beginning.")
 
-(define-error 'lispm-ide-error "LispM diff error" 'lispm-error)
+(lispm-define-error 'lispm-ide-error "LispM diff error" 'lispm-error -32053)
 
 ;;; Diffs
 
@@ -638,9 +638,9 @@ Return how many were closed."
 ;;; Requests from the sidecar
 
 (defun lispm-ide--bad-params (method format &rest args)
-  "Signal a JSON-RPC invalid params error of METHOD; FORMAT and ARGS say why."
-  (jsonrpc-error :code -32602
-                 :message (concat (symbol-name method) ": " (apply #'format format args))))
+  "Signal `lispm-invalid-params' for METHOD; FORMAT and ARGS say why."
+  (lispm-signal 'lispm-invalid-params (list method) "%s"
+                (concat (symbol-name method) ": " (apply #'format format args))))
 
 (defun lispm-ide--string (method params key &optional optional)
   "Return the non-empty string KEY of METHOD's PARAMS.
@@ -680,9 +680,9 @@ If OPTIONAL, nil is allowed too; anything else is an invalid params error."
       (lispm-ide--bad-params 'emacs/open-diff "%s is a directory" file))
     (condition-case err
         (lispm-ide-open-diff id agent file contents tab-name)
-      (lispm-ide-error (lispm-ide--bad-params 'emacs/open-diff "%s" (cadr err)))
-      (error (jsonrpc-error :code -32603
-                            :message (format "emacs/open-diff: %s" (error-message-string err)))))
+      ;; The diff cannot be shown as the request asks, such as under an
+      ;; id already open: the request is at fault.
+      (lispm-ide-error (lispm-ide--bad-params 'emacs/open-diff "%s" (cadr err))))
     (list :shown t)))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/close-diff)) params)
@@ -739,17 +739,13 @@ With `make_frontmost' false, the file is visited in the background."
          (to-eol (lispm-ide--flag params :select_to_eol nil))
          (frontmost (lispm-ide--flag params :make_frontmost t)))
     (unless (file-exists-p file)
-      (jsonrpc-error :code -32001 :message (format "emacs/open-file: no file %s" file)))
+      (lispm-signal 'lispm-no-such-file (list file) "%s"
+                    (format "emacs/open-file: no file %s" file)))
     (when (file-directory-p file)
       (lispm-ide--bad-params 'emacs/open-file "%s is a directory" file))
     (let* ((buffer (or (find-buffer-visiting file)
-                       (condition-case err
-                           (let ((inhibit-interaction t))
-                             (find-file-noselect file))
-                         (error (jsonrpc-error
-                                 :code -32603
-                                 :message (format "emacs/open-file: %s"
-                                                  (error-message-string err)))))))
+                       (let ((inhibit-interaction t))
+                         (find-file-noselect file))))
            (window (and frontmost
                         (pop-to-buffer
                          buffer

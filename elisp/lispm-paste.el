@@ -41,11 +41,10 @@ message in its composer, unsent: on a slow machine, wait longer."
   :type 'number
   :group 'lispm-terminal)
 
-(define-error 'lispm-paste-refused "LispM refuses to paste" 'lispm-error)
-(define-error 'lispm-paste-not-now "The agent shows a dialog; paste later" 'lispm-error)
-
-(defconst lispm-paste--not-now-code -32007
-  "The JSON-RPC error code that tells the sidecar to try again later.")
+(lispm-define-error 'lispm-paste-refused "LispM refuses to paste" 'lispm-error -32052)
+;; The sidecar tries again later on this code: it is its `NotNow'.
+(lispm-define-error 'lispm-paste-not-now "The agent shows a dialog; paste later"
+                    'lispm-error -32007)
 
 (defconst lispm-paste--unclean
   (let ((zero-width '(any (#x200b . #x200f) (#x2060 . #x2064) #x061c #xfeff))
@@ -66,20 +65,24 @@ or an end of the text.")
   "Return non-nil if the sidecar's sanitiser would leave TEXT as it is."
   (not (string-match-p lispm-paste--unclean text)))
 
+(defun lispm-paste--refuse (name reason)
+  "Signal `lispm-paste-refused' to paste into the agent NAME, for REASON."
+  (lispm-signal 'lispm-paste-refused (list name reason) "refused: %S" (list name reason)))
+
 (defun lispm-paste-submit (agent text)
   "Paste TEXT into AGENT's composer and press Return a moment later.
 Signal `lispm-paste-refused' if AGENT has no live terminal or TEXT holds
 what the sidecar would have cleaned (see `lispm-paste--unclean'), and
 `lispm-paste-not-now' if the CLI shows a dialog that the Return would
-answer."
-  (let ((buffer (lispm-agent-buffer agent)))
+answer; the fields of either are AGENT's name and why."
+  (let ((buffer (lispm-agent-buffer agent))
+        (name (lispm-agent-name agent)))
     (unless (lispm-term-live-p buffer)
-      (signal 'lispm-paste-refused (list (lispm-agent-name agent) "no live terminal")))
+      (lispm-paste--refuse name "no live terminal"))
     (unless (lispm-paste--clean-p text)
-      (signal 'lispm-paste-refused
-              (list (lispm-agent-name agent) "control or invisible characters")))
+      (lispm-paste--refuse name "control or invisible characters"))
     (when-let* ((dialog (lispm-agent-dialog (lispm-agent-kind agent) buffer)))
-      (signal 'lispm-paste-not-now (list (lispm-agent-name agent) dialog)))
+      (lispm-signal 'lispm-paste-not-now (list name dialog) "%s shows %s" name dialog))
     (lispm-term-paste buffer text)
     (run-at-time lispm-paste-return-delay nil
                  (lambda ()
@@ -90,17 +93,11 @@ answer."
   "Paste the message in PARAMS into the composer of the agent they name."
   (let ((agent (lispm-agent-from-params params)))
     (unless agent
-      (jsonrpc-error :code -32001
-                     :message (format "no live agent %s (instance %s)"
-                                      (plist-get params :name)
-                                      (plist-get params :instance))))
-    (condition-case err
-        (lispm-paste-submit agent (plist-get params :text))
-      (lispm-paste-not-now
-       (jsonrpc-error :code lispm-paste--not-now-code
-                      :message (format "%s shows %s" (nth 1 err) (nth 2 err))))
-      (lispm-paste-refused
-       (jsonrpc-error :code -32602 :message (format "refused: %S" (cdr err)))))
+      (lispm-signal 'lispm-unknown-agent
+                    (list (plist-get params :name) (plist-get params :instance))
+                    "no live agent %s (instance %s)"
+                    (plist-get params :name) (plist-get params :instance)))
+    (lispm-paste-submit agent (plist-get params :text))
     (list :pasted t)))
 
 (provide 'lispm-paste)

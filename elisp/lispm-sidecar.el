@@ -64,9 +64,13 @@ effect at the next start (\\[lispm-restart-sidecar])."
 (defconst lispm-sidecar-protocol-version 1
   "The version of the Emacs-sidecar protocol this file speaks.")
 
-(define-error 'lispm-sidecar-error "LispM sidecar error" 'lispm-error)
-(define-error 'lispm-sidecar-version-mismatch
-  "LispM and its sidecar do not match" 'lispm-sidecar-error)
+(lispm-define-error 'lispm-sidecar-error "LispM sidecar error" 'lispm-error -32054)
+(lispm-define-error 'lispm-sidecar-version-mismatch
+  "LispM and its sidecar do not match" 'lispm-sidecar-error -32005)
+(lispm-define-error 'lispm-unknown-method "No such method" 'lispm-error -32601)
+
+(defconst lispm-sidecar--internal-error-code -32603
+  "The JSON-RPC code of an error no LispM condition describes.")
 
 ;;; Finding Python and the sidecar's sources
 
@@ -251,7 +255,26 @@ are added with `cl-defmethod' specialised on (eql \\='emacs/...).")
 
 (cl-defmethod lispm-sidecar-handle-request (method _params)
   "Refuse METHOD, which no one handles."
-  (jsonrpc-error :code -32601 :message (format "Emacs has no method %s" method)))
+  (lispm-signal 'lispm-unknown-method (list method) "Emacs has no method %s" method))
+
+(cl-defmethod lispm-sidecar-handle-request :around (method _params)
+  "Answer the sidecar with a JSON-RPC error for whatever METHOD signals.
+A LispM error has the code of its condition (see
+`lispm-error-jsonrpc-code') and its message; a `user-error' has the
+code of `lispm-error'; any other error is an internal error, its
+message prefixed with METHOD.  A `jsonrpc-error' goes as it is."
+  (condition-case err
+      (cl-call-next-method)
+    (jsonrpc-error (signal (car err) (cdr err)))
+    (lispm-error
+     (jsonrpc-error :code (lispm-error-jsonrpc-code (car err))
+                    :message (lispm-error-message err)))
+    (user-error
+     (jsonrpc-error :code (lispm-error-jsonrpc-code 'lispm-error)
+                    :message (error-message-string err)))
+    ((debug error)
+     (jsonrpc-error :code lispm-sidecar--internal-error-code
+                    :message (format "%s: %s" method (error-message-string err))))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/ping)) params)
   "Return PARAMS: the round trip of the benchmarks."

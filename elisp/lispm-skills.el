@@ -70,9 +70,10 @@
 (defconst lispm-skills-project-subdirectory ".lispm/skills/"
   "Where a project keeps its skills, relative to its root.")
 
-(define-error 'lispm-skill-error "LispM skill error" 'lispm-tool-error)
-(define-error 'lispm-skill-unknown "Unknown skill" 'lispm-skill-error)
-(define-error 'lispm-skill-broken "Broken skill" 'lispm-skill-error)
+;; The data of each is its message, then the skill's name.
+(lispm-define-error 'lispm-skill-error "LispM skill error" 'lispm-tool-error -32075)
+(lispm-define-error 'lispm-skill-unknown "Unknown skill" 'lispm-skill-error -32076)
+(lispm-define-error 'lispm-skill-broken "Broken skill" 'lispm-skill-error -32077)
 
 ;;; Reading skill files
 
@@ -285,8 +286,9 @@ by default) and, with CONFIRM, ask before trusting."
   "Return every form of SKILL's code, read but not evaluated.
 Signal `lispm-skill-broken', naming the block, if any does not read."
   (when (lispm-skill-broken skill)
-    (lispm-tools--signal 'lispm-skill-broken "Skill %s is broken: %s; nothing was run"
-                         (lispm-skill-name skill) (lispm-skill-broken skill)))
+    (lispm-signal 'lispm-skill-broken (list (lispm-skill-name skill))
+                  "Skill %s is broken: %s; nothing was run"
+                  (lispm-skill-name skill) (lispm-skill-broken skill)))
   (let ((n 0) forms)
     (dolist (block (lispm-skill-code skill))
       (cl-incf n)
@@ -299,8 +301,8 @@ Signal `lispm-skill-broken', naming the block, if any does not read."
             (push (condition-case err
                       (read (current-buffer))
                     (error
-                     (lispm-tools--signal
-                      'lispm-skill-broken
+                     (lispm-signal
+                      'lispm-skill-broken (list (lispm-skill-name skill))
                       "Skill %s has broken Lisp in block %d, at the form on its line %d (%s); \
 nothing was run" (lispm-skill-name skill) n line (error-message-string err))))
                   forms)))))
@@ -329,8 +331,8 @@ else `:reason' says why not and how the user can trust it
 for one whose code does not read, before anything is evaluated."
   (let* ((folder (and agent (lispm-agent-folder agent)))
          (skill (or (lispm-skills-get name folder)
-                    (lispm-tools--signal
-                     'lispm-skill-unknown "Unknown skill %s; the skills are: %s" name
+                    (lispm-signal
+                     'lispm-skill-unknown (list name) "Unknown skill %s; the skills are: %s" name
                      (mapconcat #'lispm-skill-name (lispm-skills-list folder) ", "))))
          (instructions (lispm-skill-instructions skill)))
     (cond ((and (null (lispm-skill-code skill)) (not (lispm-skill-broken skill)))
@@ -346,8 +348,8 @@ for one whose code does not read, before anything is evaluated."
                  (dolist (form forms)
                    (eval form t))
                (error
-                (lispm-tools--signal 'lispm-skill-error "The code of skill %s failed: %s"
-                                     name (lispm-tools-error-message err))))
+                (lispm-signal 'lispm-skill-error (list name) "The code of skill %s failed: %s"
+                              name (lispm-error-message err))))
              (list :instructions instructions :loaded t
                    :tools (vconcat
                            (cl-loop for tool in lispm-tools

@@ -75,23 +75,46 @@
 
 ;;; Errors
 
-(define-error 'lispm-tool-error "LispM tool error" 'lispm-error)
-(define-error 'lispm-tool-unknown "Unknown tool" 'lispm-tool-error)
-(define-error 'lispm-tool-bad-args "Bad tool arguments" 'lispm-tool-error)
-(define-error 'lispm-tool-outside-folder "Outside the agent's folder" 'lispm-tool-error)
-(define-error 'lispm-tool-no-such-file "No such file" 'lispm-tool-error)
+;; The codes are in lispm-base.el's table.  Each condition's data is
+;; its message, then the fields named in its comment.
+(lispm-define-error 'lispm-tool-error "LispM tool error" 'lispm-error -32040)
+(lispm-define-error 'lispm-tool-unknown "Unknown tool" 'lispm-tool-error -32060)
+(lispm-define-error 'lispm-tool-bad-args "Bad tool arguments" 'lispm-tool-error -32061)
+(lispm-define-error 'lispm-tool-outside-folder "Outside the agent's folder"
+                    'lispm-tool-error -32030)
+;; FILE
+(lispm-define-error 'lispm-tool-no-such-file "No such file"
+                    '(lispm-no-such-file lispm-tool-error))
+;; DIRECTORY
+(lispm-define-error 'lispm-tool-not-a-directory "Not a directory" 'lispm-tool-error -32062)
+;; FILE
+(lispm-define-error 'lispm-tool-is-a-directory "Is a directory" 'lispm-tool-error -32063)
+;; FILE
+(lispm-define-error 'lispm-tool-file-converted "Compressed or encrypted file"
+                    'lispm-tool-error -32064)
+;; BUFFER
+(lispm-define-error 'lispm-buffer-read-only "Read-only buffer" 'lispm-tool-error -32065)
+;; BUFFER
+(lispm-define-error 'lispm-buffer-conflict "Unsaved changes, and changed on disk"
+                    'lispm-tool-error -32066)
+;; FILE OLD
+(lispm-define-error 'lispm-edit-old-text-not-found "The old text is not in the file"
+                    'lispm-tool-error -32067)
+;; FILE OLD COUNT
+(lispm-define-error 'lispm-edit-old-text-ambiguous "The old text occurs more than once"
+                    'lispm-tool-error -32068)
+;; LINE, the line that cannot be read, or nothing
+(lispm-define-error 'lispm-diff-malformed "Malformed diff" 'lispm-tool-error -32069)
+;; HUNK LINE: the hunk's number, from 1, and its first old line
+(lispm-define-error 'lispm-diff-does-not-apply "The diff does not apply"
+                    'lispm-tool-error -32070)
 
 (defun lispm-tools--signal (condition format-string &rest args)
   "Signal CONDITION with the message made of FORMAT-STRING and ARGS."
   (signal condition (list (apply #'format-message format-string args))))
 
-(defun lispm-tools-error-message (err)
-  "Return the message of the error ERR, a (CONDITION . DATA) cons.
-LispM's tool errors carry their whole message; others read as usual."
-  (if (and (memq 'lispm-error (get (car err) 'error-conditions))
-           (stringp (cadr err)) (null (cddr err)))
-      (cadr err)
-    (error-message-string err)))
+(defalias 'lispm-tools-error-message #'lispm-error-message
+  "Return the message of the error ERR, for a tool's result.")
 
 ;;; Options
 
@@ -722,8 +745,8 @@ it, so AGENT may change such a file only while a buffer visits it:
 the buffer's text is then what the tools read and write."
   (when (and (not (find-buffer-visiting file))
              (find-file-name-handler file 'insert-file-contents))
-    (lispm-tools--signal
-     'lispm-tool-error
+    (lispm-signal
+     'lispm-tool-file-converted (list file)
      "%s is compressed or encrypted (Emacs converts it when visiting it); \
 the tools change it only while a buffer in Emacs visits it"
      (lispm-tools--relative agent file))))
@@ -746,12 +769,14 @@ refuses."
       (when (and visited (file-exists-p file)
                  (not (verify-visited-file-modtime buffer)))
         (if (buffer-modified-p)
-            (error "%s has unsaved changes in Emacs and changed on disk; \
+            (lispm-signal 'lispm-buffer-conflict (list buffer)
+                          "%s has unsaved changes in Emacs and changed on disk; \
 the user must settle that first" (lispm-tools--relative agent file))
           (let ((inhibit-interaction t))
             (revert-buffer t t t))))
       (when buffer-read-only
-        (error "%s is read-only in Emacs" (lispm-tools--relative agent file)))
+        (lispm-signal 'lispm-buffer-read-only (list buffer)
+                      "%s is read-only in Emacs" (lispm-tools--relative agent file)))
       (unless (file-exists-p file)
         (setq buffer-file-coding-system 'utf-8-unix)))
     buffer))
@@ -829,7 +854,8 @@ the empty string if they are equal."
                                            "--label" (concat "b/" label) a b)))
                 (if (memq status '(0 1))
                     (buffer-string)
-                  (error "Diff failed: %s" (buffer-string))))))
+                  (lispm-tools--signal 'lispm-tool-error "Diff failed: %s"
+                                       (buffer-string))))))
         (delete-directory dir t)))))
 
 ;;; Applying unified diffs
@@ -851,7 +877,8 @@ Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines."
              (setq current (list (string-to-number (match-string 1 line)) nil nil)
                    last-kind nil))
             ((and current (string-prefix-p "+++ " line))
-             (error "The diff changes more than one file; give one file's diff"))
+             (lispm-signal 'lispm-diff-malformed (list line)
+                           "The diff changes more than one file; give one file's diff"))
             ((not current))             ; Headers before the first hunk.
             ((string-prefix-p "\\" line)
              ;; "\ No newline at end of file": the line before has none.
@@ -870,10 +897,12 @@ Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines."
              (setq last-kind " ")
              (push "\n" (nth 1 current))
              (push "\n" (nth 2 current)))
-            (t (error "Cannot read the diff at line: %s" (string-trim-right line)))))
+            (t (lispm-signal 'lispm-diff-malformed (list line)
+                             "Cannot read the diff at line: %s" (string-trim-right line)))))
     (when current (push current hunks))
     (unless hunks
-      (error "The diff has no hunks (lines starting with @@)"))
+      (lispm-signal 'lispm-diff-malformed nil
+                    "The diff has no hunks (lines starting with @@)"))
     (mapcar (lambda (h) (list (car h) (reverse (nth 1 h)) (reverse (nth 2 h))))
             (nreverse hunks))))
 
@@ -907,7 +936,8 @@ nearest match to where it says it is, after the previous hunk, wins."
                                             (lispm-tools--sublist-at-p lines before old))
                                   return before))))
         (unless at
-          (error "Hunk %d of the diff does not apply: its lines (starting %S) \
+          (lispm-signal 'lispm-diff-does-not-apply (list n (car old))
+                        "Hunk %d of the diff does not apply: its lines (starting %S) \
 are not in the file" n (string-trim-right (or (car old) ""))))
         (setq result (append (reverse new)
                              (reverse (append (cl-subseq lines pos at) nil))
@@ -950,10 +980,12 @@ were left out and the OFFSET that reads on."
       (lispm-tools--signal 'lispm-tool-bad-args "read_file: `limit' must be 1 or more, not %d"
                            limit))
     (when (file-directory-p path)
-      (lispm-tools--signal 'lispm-tool-error "%s is a directory; list_files lists it" relative))
+      (lispm-signal 'lispm-tool-is-a-directory (list path)
+                    "%s is a directory; list_files lists it" relative))
     (pcase-let ((`(,text ,total ,binary)
                  (or (lispm-tools--text-window path offset limit)
-                     (lispm-tools--signal 'lispm-tool-no-such-file "No such file: %s" relative))))
+                     (lispm-signal 'lispm-tool-no-such-file (list path)
+                                   "No such file: %s" relative))))
       (when binary
         (lispm-tools--signal 'lispm-tool-error
                              "%s is not text (%d bytes of binary data); read_file reads text only"
@@ -999,7 +1031,8 @@ Names are relative to the folder; `.git' is skipped, and at most
   (let* ((dir (or path (lispm-tools--folder agent)))
          (files (progn
                   (unless (file-directory-p dir)
-                    (error "Not a directory: %s" (lispm-tools--relative agent dir)))
+                    (lispm-signal 'lispm-tool-not-a-directory (list dir)
+                                  "Not a directory: %s" (lispm-tools--relative agent dir)))
                   (lispm-tools--list agent dir
                                      (and pattern (wildcard-to-regexp pattern))
                                      lispm-tools-list-limit))))
@@ -1058,29 +1091,39 @@ malformed or does not apply."
   (let ((text (lispm-tools--file-text file))
         (relative (lispm-tools--relative agent file)))
     (unless text
-      (lispm-tools--signal 'lispm-tool-no-such-file
-                           "No such file: %s (write_file creates files)" relative))
+      (lispm-signal 'lispm-tool-no-such-file (list file)
+                    "No such file: %s (write_file creates files)" relative))
     (cond ((and diff (or old new))
-           (error "The edit_file tool takes either `old' and `new', or `diff', not both"))
+           (lispm-tools--signal
+            'lispm-tool-bad-args
+            "The edit_file tool takes either `old' and `new', or `diff', not both"))
           (diff (condition-case err
                     (lispm-tools-apply-diff text diff)
-                  (error (error "%s: %s" relative (error-message-string err)))))
+                  ((lispm-diff-malformed lispm-diff-does-not-apply)
+                   (signal (car err) (cons (format "%s: %s" relative (cadr err)) (cddr err))))
+                  (error (lispm-tools--signal 'lispm-tool-error "%s: %s" relative
+                                              (error-message-string err)))))
           ((not (and old new))
-           (error "The edit_file tool needs `old' and `new' (the text to replace and \
+           (lispm-tools--signal
+            'lispm-tool-bad-args
+            "The edit_file tool needs `old' and `new' (the text to replace and \
 its replacement), or `diff'"))
           ((string-empty-p old)
-           (error "`old' is empty; give the exact text to replace"))
+           (lispm-tools--signal 'lispm-tool-bad-args
+                                "`old' is empty; give the exact text to replace"))
           (t
            (let ((count 0) (start 0) found)
              (while (setq found (string-search old text start))
                (cl-incf count)
                (setq start (1+ found)))
              (pcase count
-               (0 (error "`old' is not in %s; it must match the file's text exactly, \
+               (0 (lispm-signal 'lispm-edit-old-text-not-found (list file old)
+                                "`old' is not in %s; it must match the file's text exactly, \
 whitespace included" relative))
                (1 (let ((at (string-search old text)))
                     (concat (substring text 0 at) new (substring text (+ at (length old))))))
-               (_ (error "`old' occurs %d times in %s; include more of the \
+               (_ (lispm-signal 'lispm-edit-old-text-ambiguous (list file old count)
+                                "`old' occurs %d times in %s; include more of the \
 surrounding text so that it occurs once" count relative))))))))
 
 (lispm-define-tool edit-file (agent (path file "File path, relative to the folder.")
@@ -1112,7 +1155,8 @@ buffer in Emacs as one undo step, and the buffer is saved."
             (list :diff (lispm-tools-diff (or (lispm-tools--file-text path) "")
                                           content (lispm-tools--relative agent path))))
   (when (file-directory-p path)
-    (error "%s is a directory" (lispm-tools--relative agent path)))
+    (lispm-signal 'lispm-tool-is-a-directory (list path)
+                  "%s is a directory" (lispm-tools--relative agent path)))
   (lispm-tools--write-through-buffer agent path content))
 
 ;;; Shell and Lisp

@@ -433,15 +433,20 @@ Emacs."
 
 ;;; Requests from the sidecar
 
-(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/buffer-text)) params)
+(lispm-define-error 'lispm-no-buffer "No such buffer" 'lispm-error -32050)
+
+(cl-defmethod lispm-sidecar-handle-request ((method (eql 'emacs/buffer-text)) params)
   "Return the whole text of the buffer PARAMS name, with its file and state.
-Neither point nor narrowing changes; no buffer is created."
+Neither point nor narrowing changes; no buffer is created.  An
+internal buffer is no buffer, as far as the sidecar knows.  METHOD is
+`emacs/buffer-text'."
   (let ((name (plist-get params :buffer)))
     (unless (and (stringp name) (not (string-empty-p name)))
-      (jsonrpc-error :code -32602 :message "emacs/buffer-text: `buffer' must be a buffer name"))
+      (lispm-signal 'lispm-invalid-params (list method) "%s"
+                    "emacs/buffer-text: `buffer' must be a buffer name"))
     (let ((buffer (get-buffer name)))
       (unless (and buffer (not (lispm-views-internal-buffer-p buffer)))
-        (jsonrpc-error :code -32001 :message (format "no buffer named %s" name)))
+        (lispm-signal 'lispm-no-buffer (list name) "no buffer named %s" name))
       (with-current-buffer buffer
         (save-restriction
           (widen)

@@ -464,7 +464,8 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
       (let ((err (should-error (lispm-sidecar-handle-request
                                 'emacs/open-file (list :file (expand-file-name "none" dir)))
                                :type 'jsonrpc-error)))
-        (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32001)))
+        ;; `lispm-no-such-file': -32001 is the sidecar's unknown agent.
+        (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32051)))
       (dolist (params (list nil (list :file "relative.txt") (list :file dir)
                             (list :file file :start_text 5)))
         (let ((err (should-error (lispm-sidecar-handle-request 'emacs/open-file params)

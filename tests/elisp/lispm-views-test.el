@@ -362,13 +362,14 @@ REPORT-FN is Flymake's callback."
   (let ((err (should-error (lispm-sidecar-handle-request
                             'emacs/buffer-text '(:buffer "no such buffer, surely"))
                            :type 'jsonrpc-error)))
-    (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32001)))
+    ;; `lispm-no-buffer': -32001 is the sidecar's unknown agent.
+    (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32050)))
   (let ((internal (get-buffer-create " lispm views hidden")))
     (unwind-protect
         (let ((err (should-error (lispm-sidecar-handle-request
                                   'emacs/buffer-text '(:buffer " lispm views hidden"))
                                  :type 'jsonrpc-error)))
-          (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32001)))
+          (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32050)))
       (kill-buffer internal)))
   (dolist (params '(nil (:buffer 3) (:buffer "") (:name "x")))
     (let ((err (should-error (lispm-sidecar-handle-request 'emacs/buffer-text params)
