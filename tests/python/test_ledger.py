@@ -161,7 +161,7 @@ def test_end_requests_to_tells_each_asker(store: LedgerStore) -> None:
     ]
     assert store.request("R1").state == "ended" and store.request("R4").state == "answered"
     assert store.open_requests() == [other]
-    with pytest.raises(RequestClosed, match="R1 has ended .* can no longer be answered"):
+    with pytest.raises(RequestClosed, match=r"R1 has ended .* can no longer be answered"):
         store.reply("codex", "R1", "late")
     assert store.end_requests_to("codex") == []
 
