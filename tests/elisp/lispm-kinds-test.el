@@ -24,7 +24,7 @@
   "Each kind with its title, default program and npm package.")
 
 (defun lispm-kinds-test--symbol (kind &optional suffix)
-  "Return the symbol lispm-KIND, or lispm-KIND-SUFFIX."
+  "Return the symbol named for KIND: lispm-KIND, or lispm-KIND-SUFFIX given SUFFIX."
   (intern (if suffix (format "lispm-%s-%s" kind suffix) (format "lispm-%s" kind))))
 
 (ert-deftest lispm-kinds-test-every-kind-has-its-group-options-methods-and-command ()

@@ -34,7 +34,7 @@
                 ;; A mode's hook is the mode's, not an option of its own.
                 (when (and (string-prefix-p "lispm-" (symbol-name symbol))
                            (not (string-suffix-p "-mode-hook" (symbol-name symbol)))
-                           (or (custom-variable-p symbol) (custom-facep symbol)))
+                           (or (custom-variable-p symbol) (get symbol (quote face-defface-spec))))
                   (push symbol options))))
     (should (> (length options) 40))
     (dolist (option options)
