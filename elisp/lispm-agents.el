@@ -104,9 +104,14 @@ the CLI's session id to resume, or t if it had none.")
 (defvar lispm-agent-kinds nil
   "The kinds of agent LispM can start, as (KIND . DESCRIPTION), in order.")
 
-(defun lispm-agents-define-kind (kind description)
-  "Make KIND, a symbol, an agent kind that can be started; DESCRIPTION names it."
+(defun lispm-agents-register-kind (kind description)
+  "Make KIND, a symbol, an agent kind that can be started; DESCRIPTION names it.
+`lispm-define-agent-kind' calls this, with all else a kind needs."
   (setf (alist-get kind lispm-agent-kinds) description))
+
+(define-obsolete-function-alias 'lispm-agents-define-kind
+  #'lispm-agents-register-kind "0.1.0"
+  "Make KIND, a symbol, an agent kind; use `lispm-define-agent-kind' instead.")
 
 (defmacro lispm-define-agent-kind (kind &rest properties)
   "Define KIND, a symbol, as a kind of agent, with what every kind has.
@@ -169,7 +174,7 @@ With a prefix argument, ask for the FOLDER to work in." title)))
          ,arguments-doc
          :type '(repeat string)
          :group ',group)
-       (lispm-agents-define-kind ',kind ,title)
+       (lispm-agents-register-kind ',kind ,title)
        (cl-defmethod lispm-agent-program ((_kind (eql ',kind)))
          ,(format "Return the %s executable." title)
          ,program-option)
