@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from .confine import Visibility
     from .delivery import DeliveryQueue, Handover
     from .editor import EditorMirror
-    from .ide import IdeServer
-    from .ide_bridge import IdeBridge
     from .ledger import Ledger
     from .lisp_tools import LispTools
     from .mcp_server import HttpServer
@@ -43,9 +41,6 @@ class Agent:
     on_reached: Callable[[Agent], None]
     queue: DeliveryQueue = field(init=False)
     watcher: Watcher | None = None
-    ide: IdeServer | None = None
-    ide_bridge: IdeBridge | None = None
-    ide_lock_dir: Path | None = None
     connected: bool = False
     #: Started to resume its CLI's earlier session (`session_id` names it).
     resumed: bool = False
@@ -62,9 +57,7 @@ class Agent:
             port=self.server.port,
             url=self.url,
             session_id=self.session_id,
-            ide_port=self.ide.port if self.ide else None,
             token_file=str(self.files.token_file),
-            claude_mcp_config=str(self.files.claude_mcp_config),
         )
 
     @property

@@ -64,6 +64,17 @@ class Agents:
             self.adapters[kind] = adapter_class(kind)(context)
         return self.adapters[kind]
 
+    def resolve_diff(self, diff_id: str, outcome: dict[str, Any]) -> bool:
+        """Hand the user's decision on the diff DIFF_ID to the agent that showed
+        it; False if no agent waits for it any more."""
+        return any(adapter.resolve_diff(diff_id, outcome) for adapter in self.adapters.values())
+
+    async def mention(self, name: str, instance: int, file: str, line_start: int,
+                      line_end: int) -> int:
+        """Mention FILE's lines to agent NAME (see `KindAdapter.mention`)."""
+        agent = self.get(name, instance)
+        return await self.adapter(agent.kind).mention(agent, file, line_start, line_end)
+
     def wake(self, name: str) -> None:
         """Tell agent NAME's queue that a message may be waiting."""
         if (agent := self.by_name.get(name)) is not None:
@@ -129,7 +140,7 @@ class Agents:
             token = files.read_token()
         else:
             token = new_token()
-            files.create(token, new_token())
+            files.create(token)
         # The MCP SDK and uvicorn take most of a second to import: not before
         # the first agent needs them, so the sidecar answers Emacs at once.
         from .mcp_server import Guard, HttpServer
@@ -162,7 +173,6 @@ class Agents:
             session_id=session_id or str(uuid.uuid4()), files=files, server=server,
             seen=seen, on_reached=self._reached, resumed=earlier and not restore,
         )
-        files.write_claude_config(agent.url, token)
         try:
             await adapter.open(agent, options, restore)
         except Exception:

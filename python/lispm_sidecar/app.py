@@ -19,8 +19,8 @@ from . import PROTOCOL_VERSION, __version__, protocol
 from .agent import Agent, Services
 from .agents import Agents
 from .delivery import ComposerHandover
-from .editor import EditorMirror, EditorState
-from .errors import InvalidParams, LispmError
+from .editor import EditorMirror
+from .errors import LispmError
 from .kinds.claude.ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
 from .lisp_tools import LispTools
@@ -92,8 +92,6 @@ class Sidecar:
         self._inotify: Inotify | None = None
         self.mirror = EditorMirror()
         self.lisp_tools = LispTools(link)
-        self.mirror.listen(self._selection_moved)
-        self._notifying: set[asyncio.Task[int]] = set()
         link.serve(protocol.HELLO, self.hello)
         link.serve(protocol.AGENT_START, self.agent_start)
         link.serve(protocol.AGENT_ATTACHED, self.agent_attached)
@@ -210,42 +208,17 @@ class Sidecar:
         self._notify_activity(agent)
         return {"watching": agent.watcher.describe() if agent.watcher else None}
 
-    def _selection_moved(self, old: EditorState, new: EditorState) -> None:
-        """Tell each Claude's IDE connection where the user's selection went."""
-        selection = new.selection
-        if selection == old.selection or not selection or not selection.get("truename"):
-            return
-        agents = [a for a in self._agents.by_name.values() if a.ide] if self._agents else []
-        if not agents:
-            return
-        from .kinds.claude.ide import file_uri  # loaded with the first IDE server: aiohttp is heavy
-
-        path = selection["truename"]
-        params = {"text": selection.get("text", ""), "filePath": path, "fileUrl": file_uri(path),
-                  "selection": {"start": selection.get("start"), "end": selection.get("end"),
-                                "isEmpty": bool(selection.get("is_empty"))}}
-        for agent in agents:
-            assert agent.ide is not None
-            task = asyncio.create_task(agent.ide.notify("selection_changed", params))
-            self._notifying.add(task)
-            task.add_done_callback(self._notifying.discard)
-
     async def diff_resolved(self, params: DiffResolvedParams) -> None:
         """Hand Emacs's decision on a diff to the `openDiff` that waits for it."""
         diff_id = params["id"]
-        for agent in self.agents.by_name.values():
-            if agent.ide_bridge is not None and agent.ide_bridge.resolve(diff_id, dict(params)):
-                return
-        log.info("a decision on diff %s, which no one waits for any more", diff_id)
+        if not self.agents.resolve_diff(diff_id, dict(params)):
+            log.info("a decision on diff %s, which no one waits for any more", diff_id)
 
     async def at_mention(self, params: AtMentionParams) -> AtMentionResult:
         """Mention a file's lines to a Claude agent, as its IDE would."""
-        agent = self.agents.get(params["name"], params.get("instance", 0))
-        if agent.ide is None:
-            raise InvalidParams(f"{agent.name} is not a Claude agent with an IDE connection")
-        sent = await agent.ide.notify("at_mentioned", {
-            "filePath": params["file"], "lineStart": params.get("line_start", 0),
-            "lineEnd": params.get("line_end", 0)})
+        sent = await self.agents.mention(
+            params["name"], params.get("instance", 0), params["file"],
+            params.get("line_start", 0), params.get("line_end", 0))
         return {"sent": sent}
 
     async def tool_result(self, params: ToolResultParams) -> None:

@@ -3,7 +3,8 @@
 Tokens never go on a command line (any local user can read
 `/proc/*/cmdline`) and never cross the link to Emacs (so no debug view can
 show them).  Each agent gets a folder, mode 0700, under the runtime
-directory, holding its token and its CLI's config, each mode 0600.  The
+directory, holding its token and what its kind adds there (Claude's
+config and IDE token: `kinds/claude/adapter.py`), each mode 0600.  The
 folder's name starts with the pid of the Emacs that owns it, so that two
 Emacs sessions never share a folder and a later sidecar can remove the
 folders of an Emacs that died.
@@ -19,8 +20,6 @@ import shutil
 import stat
 import sys
 from pathlib import Path
-
-import orjson
 
 from .errors import InvalidParams
 
@@ -89,11 +88,14 @@ def write_private(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+#: The file of an agent's folder that holds its MCP server's token.
+TOKEN = "token"
+
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class AgentFiles:
-    """The private folder of one agent: its token file and its CLI configs."""
+    """The private folder of one agent: its token file, and its kind's files."""
 
     def __init__(self, root: Path, owner_pid: int, name: str, instance: int) -> None:
         if not _SAFE_NAME.fullmatch(name):
@@ -101,21 +103,24 @@ class AgentFiles:
         # Names are reused; the instance keeps a late clean-up of one agent
         # from deleting the files of its successor.
         self.dir = root / "agents" / f"{owner_pid}-{name}-{instance}"
-        self.token_file = self.dir / "token"
-        self.ide_token_file = self.dir / "ide-token"
-        self.claude_mcp_config = self.dir / "claude-mcp.json"
+        self.token_file = self.dir / TOKEN
 
-    def create(self, token: str, ide_token: str) -> None:
-        """Write the folder afresh with TOKEN, and IDE_TOKEN for Claude's IDE server."""
+    def create(self, token: str) -> None:
+        """Write the folder afresh with TOKEN, the agent's MCP server's."""
         self.dir.parent.mkdir(mode=0o700, exist_ok=True)
         self.dir.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.dir, 0o700)
         write_private(self.token_file, token.encode() + b"\n")
-        write_private(self.ide_token_file, ide_token.encode() + b"\n")
 
-    def read_token(self, ide: bool = False) -> str:
-        """Return the token stored for this agent (with IDE, its IDE server's)."""
-        path = self.ide_token_file if ide else self.token_file
+    def write(self, name: str, data: bytes) -> Path:
+        """Write DATA to the agent's private file NAME; return its path."""
+        path = self.dir / name
+        write_private(path, data)
+        return path
+
+    def read_token(self, name: str = TOKEN) -> str:
+        """Return the token stored in the agent's file NAME (by default its server's)."""
+        path = self.dir / name
         try:
             token = path.read_text().strip()
         except FileNotFoundError as err:
@@ -123,19 +128,6 @@ class AgentFiles:
         if not token:
             raise InvalidParams(f"{path} holds no token")
         return token
-
-    def write_claude_config(self, url: str, token: str) -> None:
-        """Write the `--mcp-config` file that points Claude Code at its server."""
-        config = {
-            "mcpServers": {
-                "lispm": {
-                    "type": "http",
-                    "url": url,
-                    "headers": {"Authorization": f"Bearer {token}"},
-                }
-            }
-        }
-        write_private(self.claude_mcp_config, orjson.dumps(config, option=orjson.OPT_INDENT_2))
 
     def remove(self) -> None:
         """Delete the folder and everything in it."""

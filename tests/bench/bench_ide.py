@@ -56,7 +56,7 @@ from .core import ROOT, median, percentile
 
 sys.path.insert(0, str(ROOT / "python"))
 
-from lispm_sidecar.ide import AUTH_HEADER, IdeServer
+from lispm_sidecar.kinds.claude.ide import AUTH_HEADER, IdeServer
 
 CALLS = 1000
 BLOCK = 100

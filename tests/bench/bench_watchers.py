@@ -34,12 +34,11 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import orjson  # noqa: E402
 
+from lispm_sidecar.kinds.claude.watcher import ClaudeWatcher, project_dir_name  # noqa: E402
 from lispm_sidecar.watchers import (  # noqa: E402
     AgentActivity,
-    ClaudeWatcher,
     CodexWatcher,
     Inotify,
-    project_dir_name,
 )
 from lispm_sidecar.watchers.base import proc_start_time  # noqa: E402
 

@@ -26,9 +26,9 @@ import pytest
 from jsonrpc_base import ProtocolError, TransportError
 from jsonrpc_websocket import Server as RpcClient
 
-from lispm_sidecar import ide_lock
 from lispm_sidecar.errors import InvalidParams, LispmError, ServerStartFailed
-from lispm_sidecar.ide import (
+from lispm_sidecar.kinds.claude import ide_lock
+from lispm_sidecar.kinds.claude.ide import (
     AUTH_HEADER,
     TOOLS,
     IdeServer,

@@ -12,7 +12,7 @@ import pytest
 from lispm_sidecar.confine import Visibility
 from lispm_sidecar.editor import EditorMirror
 from lispm_sidecar.errors import LispmError
-from lispm_sidecar.ide_bridge import IdeBridge
+from lispm_sidecar.kinds.claude.ide_tools import IdeTools
 from lispm_sidecar.rpc import DECISION_TIMEOUT, EmacsLink
 
 
@@ -38,8 +38,8 @@ async def test_an_undecided_diff_ends_and_is_closed(tmp_path: Path) -> None:
     link = EmacsLink()
     emacs = Emacs(link)
     link.attach(emacs)
-    bridge = IdeBridge("claude", Visibility(str(tmp_path)), EditorMirror(), link,
-                       decide_within=0.3)
+    bridge = IdeTools("claude", Visibility(str(tmp_path)), EditorMirror(), link,
+                      decide_within=0.3)
     with pytest.raises(LispmError, match=r"did not decide on the diff within 0\.3 s"):
         await asyncio.wait_for(bridge.call("openDiff", {
             "old_file_path": str(tmp_path / "a"), "new_file_path": str(tmp_path / "a"),

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from lispm_sidecar.ide import AUTH_HEADER, SEND_TIMEOUT
+from lispm_sidecar.kinds.claude.ide import AUTH_HEADER, SEND_TIMEOUT
 from lispm_sidecar.mcp_server import HEADER_TIMEOUT
 
 from .sidecar_client import SidecarProcess

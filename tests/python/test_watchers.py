@@ -23,21 +23,24 @@ from typing import Any
 import orjson
 import pytest
 
+from lispm_sidecar.kinds.claude.watcher import (
+    ClaudeWatcher,
+    claude_watcher,
+    parse_claude_line,
+    project_dir_name,
+)
 from lispm_sidecar.testing.sandbox import seed_home
 from lispm_sidecar.watchers import (
     AgentActivity,
-    ClaudeWatcher,
     CodexWatcher,
     HermesWatcher,
     Inotify,
     Watcher,
     make_watcher,
-    project_dir_name,
 )
 from lispm_sidecar.watchers import inotify as ino
 from lispm_sidecar.watchers import tail as tail_module
 from lispm_sidecar.watchers.base import open_files, proc_start_time, process_tree
-from lispm_sidecar.watchers.claude import parse_claude_line
 from lispm_sidecar.watchers.codex import is_user_thread, parse_codex_line
 from lispm_sidecar.watchers.inotify import DirWatch, InotifyEvent, parse_events
 from lispm_sidecar.watchers.tail import JsonlTail
@@ -975,15 +978,15 @@ async def test_make_watcher_homes(inotify: Inotify, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
-    claude = make_watcher("claude", inotify, home=tmp_path, pid=1, cwd=tmp_path,
-                          session_id=SID)
+    claude = claude_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path,
+                            session_id=SID)
     codex = make_watcher("codex", inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
     assert isinstance(claude, ClaudeWatcher) and claude.claude_home == tmp_path / ".claude"
     assert claude.describe()["session_id"] == SID
     assert isinstance(codex, CodexWatcher) and codex.codex_home == tmp_path / ".codex"
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "cx"))
-    claude = make_watcher("claude", inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
+    claude = claude_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
     codex = make_watcher("codex", inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
     assert isinstance(claude, ClaudeWatcher) and claude.claude_home == tmp_path / "cc"
     assert isinstance(codex, CodexWatcher) and codex.codex_home == tmp_path / "cx"
@@ -1134,8 +1137,8 @@ async def test_real_claude_code(inotify: Inotify, tmp_path: Path, real_tmux: Tmu
     await real_tmux.start([proj])
     session = str(uuid.uuid4())
     pid = await real_tmux.window("claude", proj, [str(claude), "--session-id", session])
-    watcher = make_watcher("claude", inotify, home=tmp_path / "home", pid=pid, cwd=proj,
-                           session_id=session)
+    watcher = claude_watcher(inotify, home=tmp_path / "home", pid=pid, cwd=proj,
+                             session_id=session)
     assert isinstance(watcher, ClaudeWatcher)
     rec = Recorder(watcher)
     await watcher.start()

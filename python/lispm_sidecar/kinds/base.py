@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..delivery import Handover, render
+from ..errors import InvalidParams
 from ..ledger import Message
 from ..watchers import Watcher, make_watcher
 
@@ -55,6 +56,19 @@ class KindAdapter:
 
     async def stop(self) -> None:
         """The sidecar is going away: release what the adapter holds."""
+
+    # What the user does in Emacs that concerns an agent of this kind.
+
+    def resolve_diff(self, diff_id: str, outcome: dict[str, Any]) -> bool:
+        """Hand the user's decision on the diff DIFF_ID to the agent of this
+        kind that showed it; False if none of them waits for it."""
+        return False
+
+    async def mention(self, agent: Agent, file: str, line_start: int, line_end: int) -> int:
+        """Mention lines LINE_START to LINE_END of FILE to AGENT, as its IDE
+        would; return how many of its connections got it."""
+        raise InvalidParams(f"{agent.name} is a {agent.kind} agent, which has no IDE "
+                            f"connection to mention a file to")
 
 
 class TerminalAdapter(KindAdapter):

@@ -4,8 +4,8 @@ is waiting for its user (idle), busy, or waiting for an approval.
 One `Inotify` per sidecar serves every watcher::
 
     inotify = Inotify()
-    watcher = make_watcher("claude", inotify, home=Path.home(), pid=pid,
-                           cwd=folder, session_id=session_id)
+    watcher = make_watcher("codex", inotify, home=Path.home(), pid=pid,
+                           cwd=folder, session_id=None)
     watcher.subscribe(lambda: print(watcher.activity, watcher.prompts_seen))
     await watcher.start()
 """
@@ -16,26 +16,22 @@ import os
 from pathlib import Path
 
 from .base import AgentActivity, Watcher
-from .claude import ClaudeWatcher, claude_home_for, project_dir_name
 from .codex import CodexWatcher, codex_home_for
 from .hermes import HermesWatcher, hermes_home_for
 from .inotify import Inotify
 
-__all__ = ["AgentActivity", "ClaudeWatcher", "CodexWatcher", "HermesWatcher", "Inotify",
-           "Watcher", "claude_home_for", "codex_home_for", "hermes_home_for", "make_watcher",
-           "project_dir_name"]
+__all__ = ["AgentActivity", "CodexWatcher", "HermesWatcher", "Inotify", "Watcher",
+           "codex_home_for", "hermes_home_for", "make_watcher"]
 
 
 def make_watcher(kind: str, inotify: Inotify, *, home: Path, pid: int, cwd: Path,
                  session_id: str | None, resumed: bool = False) -> Watcher | None:
-    """The watcher for an agent of KIND ("claude", "codex" or "hermes"), or
-    None for a kind without one.  HOME is the user's home; `$CLAUDE_CONFIG_DIR`,
-    `$CODEX_HOME` and `$HERMES_HOME` in the sidecar's environment take precedence.  PID is the
-    terminal's process; SESSION_ID the `--session-id` Claude was started with,
-    or, RESUMED, the session the CLI was told to resume."""
+    """The watcher for an agent of KIND ("codex" or "hermes"), or None for a
+    kind without one.  HOME is the user's home; `$CODEX_HOME` and
+    `$HERMES_HOME` in the sidecar's environment take precedence.  PID is the
+    terminal's process; SESSION_ID, if RESUMED, the session the CLI was told
+    to resume."""
     environ = dict(os.environ)
-    if kind == "claude":
-        return ClaudeWatcher(inotify, claude_home_for(home, environ), pid, session_id, cwd)
     if kind == "codex":
         return CodexWatcher(inotify, codex_home_for(home, environ), pid, cwd,
                             resumed_thread=session_id if resumed else None)

@@ -34,8 +34,8 @@ from typing import Any
 
 import orjson
 
-from .runtime import pid_alive
-from .watchers.base import proc_start_time
+from ...runtime import pid_alive
+from ...watchers.base import proc_start_time
 
 log = logging.getLogger(__name__)
 

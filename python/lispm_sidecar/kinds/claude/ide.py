@@ -48,9 +48,9 @@ from typing import Any, Final, Literal, Protocol
 import orjson
 from aiohttp import WSMsgType, web
 
-from . import __version__
-from .errors import InvalidParams, LispmError, ServerStartFailed
-from .mcp_server import HEADER_TIMEOUT
+from ... import __version__
+from ...errors import InvalidParams, LispmError, ServerStartFailed
+from ...mcp_server import HEADER_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +369,8 @@ class _Client:
         A client that has not taken the frame within SEND_TIMEOUT is cut off.
         """
         try:
-            await asyncio.wait_for(self.ws.send_frame(frame, WSMsgType.TEXT), SEND_TIMEOUT)
+            async with asyncio.timeout(SEND_TIMEOUT):
+                await self.ws.send_frame(frame, WSMsgType.TEXT)
         except TimeoutError:
             log.warning("an IDE client stopped reading for %g s; disconnecting it", SEND_TIMEOUT)
             if self.transport is not None:

@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 
-from .confine import Visibility
-from .editor import EditorMirror
-from .errors import LispmError
+from ...confine import Visibility
+from ...editor import EditorMirror
+from ...errors import LispmError
+from ...rpc import DECISION_TIMEOUT, EmacsLink
 from .ide import Content, file_uri
-from .rpc import DECISION_TIMEOUT, EmacsLink
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _text(value: Any) -> Content:
 _SEVERITY = {"error": 1, "warning": 2, "info": 3, "hint": 4}
 
 
-class IdeBridge:
+class IdeTools:
     """An `IdeHandler` for agent NAME, who sees what SEEN allows."""
 
     def __init__(self, name: str, seen: Visibility, mirror: EditorMirror,

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from .base import AgentActivity, Watcher, proc_start_time, process_tree
-from .inotify import (
+from ...watchers.base import AgentActivity, Watcher, proc_start_time, process_tree
+from ...watchers.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
     IN_DELETE,
@@ -41,7 +41,7 @@ from .inotify import (
     DirWatch,
     Inotify,
 )
-from .tail import JsonlTail
+from ...watchers.tail import JsonlTail
 
 #: Assistant stop reasons that end a turn (`tool_use` does not).
 TURN_END_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
@@ -442,3 +442,14 @@ class ClaudeWatcher(Watcher):
         else:
             activity = AgentActivity.UNKNOWN
         self._update(activity, waiting_for, prompts)
+
+
+def claude_watcher(inotify: Inotify, *, home: Path, pid: int, cwd: Path,
+                   session_id: str | None, resumed: bool = False) -> ClaudeWatcher:
+    """The watcher of the Claude Code running as PID (or under it) in CWD.
+
+    HOME is the user's home; `$CLAUDE_CONFIG_DIR` in the sidecar's
+    environment takes precedence.  SESSION_ID is the `--session-id` Claude
+    was started with, or, RESUMED, the session it was told to resume:
+    followed either way."""
+    return ClaudeWatcher(inotify, claude_home_for(home, dict(os.environ)), pid, session_id, cwd)
