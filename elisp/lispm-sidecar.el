@@ -188,7 +188,7 @@ on it re-register whatever the sidecar must know, such as live agents.")
                    (message (alist-get 'jsonrpc-error-message (cdr err)))
                    (code (alist-get 'jsonrpc-error-code (cdr err))))
                (lispm-sidecar--end connection 0)
-               (if (eql code -32005)
+               (if (eql code (lispm-error-jsonrpc-code 'lispm-sidecar-version-mismatch))
                    (signal 'lispm-sidecar-version-mismatch (list message))
                  (signal 'lispm-sidecar-error
                          (list (format "The sidecar did not start: %s" message)

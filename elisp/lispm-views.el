@@ -53,8 +53,9 @@
 ;; Request from the sidecar:
 ;;   emacs/buffer-text {buffer}
 ;;     -> {buffer, file, truename, dirty, text}: the whole text, unsaved
-;;        changes included, narrowing ignored; -32001 for an unknown
-;;        buffer, -32602 for bad params.
+;;        changes included, narrowing ignored; `lispm-no-buffer'
+;;        (-32050) for an unknown or internal buffer, -32602 for bad
+;;        params.
 
 ;;; Code:
 
