@@ -35,11 +35,8 @@ sys.path.insert(0, str(ROOT / "python"))
 import orjson  # noqa: E402
 
 from lispm_sidecar.kinds.claude.watcher import ClaudeWatcher, project_dir_name  # noqa: E402
-from lispm_sidecar.watchers import (  # noqa: E402
-    AgentActivity,
-    CodexWatcher,
-    Inotify,
-)
+from lispm_sidecar.kinds.codex.watcher import CodexWatcher  # noqa: E402
+from lispm_sidecar.watchers import AgentActivity, Inotify  # noqa: E402
 from lispm_sidecar.watchers.base import proc_start_time  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "python" / "fixtures" / "transcripts"

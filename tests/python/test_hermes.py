@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from lispm_sidecar.watchers import AgentActivity, HermesWatcher, Inotify
+from lispm_sidecar.kinds.hermes.watcher import HermesWatcher
+from lispm_sidecar.watchers import AgentActivity, Inotify
 
 from .sidecar_client import ROOT, SidecarProcess
 

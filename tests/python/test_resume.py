@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from lispm_sidecar.watchers import AgentActivity, CodexWatcher, Inotify
+from lispm_sidecar.kinds.codex.watcher import CodexWatcher
+from lispm_sidecar.watchers import AgentActivity, Inotify
 
 from . import test_watchers
 from .sidecar_client import SidecarProcess

@@ -29,19 +29,18 @@ from lispm_sidecar.kinds.claude.watcher import (
     parse_claude_line,
     project_dir_name,
 )
-from lispm_sidecar.testing.sandbox import seed_home
-from lispm_sidecar.watchers import (
-    AgentActivity,
+from lispm_sidecar.kinds.codex.watcher import (
     CodexWatcher,
-    HermesWatcher,
-    Inotify,
-    Watcher,
-    make_watcher,
+    codex_watcher,
+    is_user_thread,
+    parse_codex_line,
 )
+from lispm_sidecar.kinds.hermes.watcher import HermesWatcher, hermes_watcher
+from lispm_sidecar.testing.sandbox import seed_home
+from lispm_sidecar.watchers import AgentActivity, Inotify, Watcher
 from lispm_sidecar.watchers import inotify as ino
 from lispm_sidecar.watchers import tail as tail_module
 from lispm_sidecar.watchers.base import open_files, proc_start_time, process_tree
-from lispm_sidecar.watchers.codex import is_user_thread, parse_codex_line
 from lispm_sidecar.watchers.inotify import DirWatch, InotifyEvent, parse_events
 from lispm_sidecar.watchers.tail import JsonlTail
 
@@ -980,25 +979,23 @@ async def test_make_watcher_homes(inotify: Inotify, tmp_path: Path,
     monkeypatch.delenv("CODEX_HOME", raising=False)
     claude = claude_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path,
                             session_id=SID)
-    codex = make_watcher("codex", inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
+    codex = codex_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
     assert isinstance(claude, ClaudeWatcher) and claude.claude_home == tmp_path / ".claude"
     assert claude.describe()["session_id"] == SID
     assert isinstance(codex, CodexWatcher) and codex.codex_home == tmp_path / ".codex"
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "cx"))
     claude = claude_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
-    codex = make_watcher("codex", inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
+    codex = codex_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path, session_id=None)
     assert isinstance(claude, ClaudeWatcher) and claude.claude_home == tmp_path / "cc"
     assert isinstance(codex, CodexWatcher) and codex.codex_home == tmp_path / "cx"
-    hermes = make_watcher("hermes", inotify, home=tmp_path, pid=1, cwd=tmp_path,
-                          session_id=None)
+    hermes = hermes_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path,
+                            session_id=None)
     assert isinstance(hermes, HermesWatcher) and hermes.hermes_home == tmp_path / ".hermes"
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hh"))
-    hermes = make_watcher("hermes", inotify, home=tmp_path, pid=1, cwd=tmp_path,
-                          session_id=None)
+    hermes = hermes_watcher(inotify, home=tmp_path, pid=1, cwd=tmp_path,
+                            session_id=None)
     assert isinstance(hermes, HermesWatcher) and hermes.hermes_home == tmp_path / "hh"
-    assert make_watcher("openclaw", inotify, home=tmp_path, pid=1, cwd=tmp_path,
-                        session_id=None) is None
     assert [a.value for a in AgentActivity] == ["unknown", "idle", "busy",
                                                 "waiting-for-approval"]
 
@@ -1203,8 +1200,8 @@ async def test_real_codex_two_in_one_folder(
     pid_a = await real_tmux.window("codex-a", proj, launch)
     pid_b = await real_tmux.window("codex-b", proj, launch)
     home = tmp_path / "home"
-    wa = make_watcher("codex", inotify, home=home, pid=pid_a, cwd=proj, session_id=None)
-    wb = make_watcher("codex", inotify, home=home, pid=pid_b, cwd=proj, session_id=None)
+    wa = codex_watcher(inotify, home=home, pid=pid_a, cwd=proj, session_id=None)
+    wb = codex_watcher(inotify, home=home, pid=pid_b, cwd=proj, session_id=None)
     assert isinstance(wa, CodexWatcher) and isinstance(wb, CodexWatcher)
     rec_a, rec_b = Recorder(wa), Recorder(wb)
     await wa.start()

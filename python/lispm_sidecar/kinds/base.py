@@ -1,4 +1,4 @@
-"""The adapter interface, and the plain terminal agent every CLI starts from."""
+"""The interface of a kind's adapter."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..delivery import Handover, render
 from ..errors import InvalidParams
 from ..ledger import Message
-from ..watchers import Watcher, make_watcher
+from ..watchers import Watcher
 
 if TYPE_CHECKING:
     from ..agent import AdapterContext, Agent, Services
@@ -70,11 +70,3 @@ class KindAdapter:
         raise InvalidParams(f"{agent.name} is a {agent.kind} agent, which has no IDE "
                             f"connection to mention a file to")
 
-
-class TerminalAdapter(KindAdapter):
-    """A CLI in a terminal whose records on disk tell its state."""
-
-    def watcher(self, agent: Agent, pid: int, session_id: str | None) -> Watcher | None:
-        return make_watcher(agent.kind, self.services.inotify, home=self.services.home, pid=pid,
-                            cwd=Path(agent.folder), session_id=session_id or agent.session_id,
-                            resumed=agent.resumed)

@@ -49,8 +49,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .base import AgentActivity, Watcher, proc_start_time
-from .inotify import IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVED_FROM, IN_MOVED_TO, DirWatch, Inotify
+from ...watchers.base import AgentActivity, Watcher, proc_start_time
+from ...watchers.inotify import (
+    IN_CREATE,
+    IN_DELETE,
+    IN_MODIFY,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    DirWatch,
+    Inotify,
+)
 
 log = logging.getLogger(__name__)
 
@@ -363,3 +371,14 @@ class HermesWatcher(Watcher):
         else:
             activity = AgentActivity.BUSY
         self._update(activity, None, prompts)
+
+
+def hermes_watcher(inotify: Inotify, *, home: Path, pid: int, cwd: Path,
+                   session_id: str | None, resumed: bool = False) -> HermesWatcher:
+    """The watcher of the Hermes whose terminal process is PID, in CWD.
+
+    HOME is the user's home; `$HERMES_HOME` in the sidecar's environment
+    takes precedence.  RESUMED: Hermes was told to resume the session
+    SESSION_ID."""
+    return HermesWatcher(inotify, hermes_home_for(home, dict(os.environ)), pid, cwd,
+                         resumed_session=session_id if resumed else None)

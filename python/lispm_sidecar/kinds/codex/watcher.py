@@ -27,9 +27,17 @@ from typing import Any
 
 import orjson
 
-from .base import AgentActivity, Watcher, open_files, process_tree
-from .inotify import IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVED_FROM, IN_MOVED_TO, Inotify, TreeWatch
-from .tail import JsonlTail
+from ...watchers.base import AgentActivity, Watcher, open_files, process_tree
+from ...watchers.inotify import (
+    IN_CREATE,
+    IN_DELETE,
+    IN_MODIFY,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    Inotify,
+    TreeWatch,
+)
+from ...watchers.tail import JsonlTail
 
 LIFECYCLE = frozenset({"task_started", "task_complete", "turn_aborted"})
 IDLE_EVENTS = frozenset({"task_complete", "turn_aborted"})
@@ -367,3 +375,14 @@ class CodexWatcher(Watcher):
         else:
             activity = AgentActivity.BUSY  # a turn runs (or an approval prompt shows)
         self._update(activity, None, prompts)
+
+
+def codex_watcher(inotify: Inotify, *, home: Path, pid: int, cwd: Path,
+                  session_id: str | None, resumed: bool = False) -> CodexWatcher:
+    """The watcher of the Codex whose terminal process is PID, in CWD.
+
+    HOME is the user's home; `$CODEX_HOME` in the sidecar's environment
+    takes precedence.  RESUMED: Codex was told to resume the thread
+    SESSION_ID."""
+    return CodexWatcher(inotify, codex_home_for(home, dict(os.environ)), pid, cwd,
+                        resumed_thread=session_id if resumed else None)
