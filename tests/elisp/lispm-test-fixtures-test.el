@@ -73,7 +73,10 @@
           ;; Those left at the end left as when their terminals close; a
           ;; folder given is the test's own, and stays.
           (should (equal (mapcar #'lispm-agent-state agents) '(exited exited)))
-          (should (file-directory-p folder)))
+          (should (file-directory-p folder))
+          ;; Outside a registry of its own, a test gets no agent.
+          (should-error (lispm-test-add-agent :folder folder))
+          (should-not (lispm-agent-get "codex")))
       (delete-directory folder t))))
 
 (provide 'lispm-test-fixtures-test)

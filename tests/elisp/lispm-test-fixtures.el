@@ -23,6 +23,9 @@
   '(:state :activity :pid :buffer :port :launch :queued :session)
   "The slots of an agent that its life sets after it is registered.")
 
+(defvar lispm-test--registry nil
+  "Non-nil while a registry of a test's own is the registry.")
+
 (defun lispm-test--call-with-registry (body)
   "Call BODY with an agent registry of its own, empty at first.
 The agents still in it afterwards leave, as when their terminals close.
@@ -31,7 +34,8 @@ of this registry's own, so that running `lispm-agents-changed-hook'
 never writes the user's."
   (let* ((directory (make-temp-file "lispm-test-registry-" t))
          (lispm-agents--by-name (make-hash-table :test #'equal))
-         (lispm-agents--serial 0))
+         (lispm-agents--serial 0)
+         (lispm-test--registry t))
     (unwind-protect
         (cl-progv (and (boundp 'lispm-agents-file) '(lispm-agents-file))
             (list (expand-file-name "lispm/agents.eld" directory))
@@ -53,7 +57,10 @@ KEYS: :kind (default `codex'), :folder (default the variable
 `lispm-agents-register'.  Then the slots that an agent's life sets
 \(:state, :activity, :pid, :buffer, :port, :launch, :queued, :session)
 are set to the values KEYS give, and if any was given, the change is
-announced, as the sidecar's reports would announce it."
+announced, as the sidecar's reports would announce it.
+Only in `lispm-test-with-registry': outside, an agent would stay."
+  (unless lispm-test--registry
+    (error "`lispm-test-add-agent' outside `lispm-test-with-registry'"))
   (cl-loop for key in keys by #'cddr
            unless (memq key (append '(:kind :folder :name :resume) lispm-test--slots))
            do (error "Not a key of `lispm-test-add-agent': %S" key))
