@@ -39,7 +39,7 @@ async def lispm_tool(run: Path, *args: str, agent: str | None = "holon",
     if agent is not None:
         env["HOLON_AGENT_ID"] = agent
     proc = await asyncio.create_subprocess_exec(
-        *(command or [sys.executable, "-m", "lispm_sidecar.lispm_tool"]), *args, env=env,
+        *(command or [sys.executable, "-m", "lispm_sidecar.kinds.holon.cli"]), *args, env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()

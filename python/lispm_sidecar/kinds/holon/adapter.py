@@ -2,7 +2,7 @@
 
 Holon has no MCP client: the agent reaches LispM's tools with the shell
 command `lispm-tool`, which finds this agent's server in a registry file
-(see `lispm_sidecar.holon`), taught by a skill written into the
+(see `daemon.py`), taught by a skill written into the
 agent's home while its terminal is open.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ... import holon
 from ...delivery import Handover
-from ...holon import DaemonHandover, HolonDaemon
 from ...watchers import Watcher
-from ...watchers.holon import HolonWatcher
 from ..base import KindAdapter
+from . import daemon as holon
+from .daemon import DaemonHandover, HolonDaemon
+from .watcher import HolonWatcher
 
 if TYPE_CHECKING:
     from ...agent import AdapterContext, Agent

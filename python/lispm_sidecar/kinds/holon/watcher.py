@@ -20,10 +20,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .base import AgentActivity, Watcher
+from ...watchers.base import AgentActivity, Watcher
 
 if TYPE_CHECKING:
-    from ..holon import HolonDaemon
+    from .daemon import HolonDaemon
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class HolonWatcher(Watcher):
                     daemon_state=self.last_state)
 
     async def _read_state(self) -> None:
-        from ..holon import DaemonError
+        from .daemon import DaemonError
 
         try:
             state = await self.daemon.state(self.agent_id)

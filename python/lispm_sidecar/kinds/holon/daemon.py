@@ -8,7 +8,7 @@ only shows one (`holon tui --agent NAME`).  So for an agent of kind
   {"text"}` (`DaemonHandover`); the daemon takes a prompt into the running
   turn at its next safe point, or starts a turn;
 - follows the agent's state through the daemon's event stream
-  (`watchers/holon.py`);
+  (`watcher.py`);
 - writes the agent's entry into the registry `lispm-tool` reads
   (`<runtime dir>/holon-agents.json`, mode 0600: agent id → its server's
   URL and token file), and a skill teaching `lispm-tool` into
@@ -34,9 +34,9 @@ from typing import Any
 
 import orjson
 
-from .errors import LispmError
-from .ledger import Message
-from .runtime import python_launcher, write_private
+from ...errors import LispmError
+from ...ledger import Message
+from ...runtime import python_launcher, write_private
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def tool_command(root: Path) -> Path:
     daemon's commands may not have the venv on their PATH; this launcher,
     with absolute paths, works from any shell.
     """
-    return python_launcher(root, "lispm-tool", "lispm_sidecar.lispm_tool")
+    return python_launcher(root, "lispm-tool", "lispm_sidecar.kinds.holon.cli")
 
 
 
