@@ -23,11 +23,10 @@ import pytest
 from aiohttp import WSMsgType, web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from lispm_sidecar import openclaw
 from lispm_sidecar.delivery import render
 from lispm_sidecar.errors import NotNow
-from lispm_sidecar.ledger import Message
-from lispm_sidecar.openclaw import (
+from lispm_sidecar.kinds.openclaw import gateway as openclaw
+from lispm_sidecar.kinds.openclaw.gateway import (
     GatewayHandover,
     Install,
     OpenClaw,
@@ -35,15 +34,16 @@ from lispm_sidecar.openclaw import (
     read_config,
     target_from_config,
 )
-from lispm_sidecar.openclaw_gateway import (
+from lispm_sidecar.kinds.openclaw.watcher import OpenClawWatcher
+from lispm_sidecar.kinds.openclaw.wire import (
     SCOPES,
     DeviceIdentity,
     GatewayClient,
     GatewayError,
     GatewayNotSent,
 )
+from lispm_sidecar.ledger import Message
 from lispm_sidecar.watchers import AgentActivity
-from lispm_sidecar.watchers.openclaw import OpenClawWatcher
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "gateway-token-0123456789"

@@ -1,6 +1,6 @@
 """OpenClaw: sessions of a Gateway, messaged with its `agent` request.
 
-See `lispm_sidecar.openclaw` for the Gateway and what LispM changes
+See `gateway.py` for the Gateway and what LispM changes
 there.  On a local Gateway the session gets the agent's MCP server (the
 stdio bridge) for itself alone; on a remote one it gets no tools, and its
 final reply to a request is recorded as the answer.
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...delivery import Handover, render
 from ...ledger import Message
-from ...openclaw import GatewayHandover, Install, OpenClaw, bridge_entry
 from ...watchers import Watcher
-from ...watchers.openclaw import OpenClawWatcher
 from ..base import KindAdapter
+from .gateway import GatewayHandover, Install, OpenClaw, bridge_entry
+from .watcher import OpenClawWatcher
 
 if TYPE_CHECKING:
     from ...agent import AdapterContext, Agent

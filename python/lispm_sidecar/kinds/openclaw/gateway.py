@@ -2,7 +2,7 @@
 
 OpenClaw keeps its conversations in its Gateway; LispM's terminal only
 shows one (`openclaw tui --session KEY`).  For an agent of kind `openclaw`
-the sidecar holds one WebSocket per Gateway (`openclaw_gateway.py`) and:
+the sidecar holds one WebSocket per Gateway (`wire.py`) and:
 
 - finds the Gateway from OpenClaw's own config (`~/.openclaw/openclaw.json`,
   or `$OPENCLAW_CONFIG_PATH`, `$OPENCLAW_STATE_DIR`): `gateway.mode:
@@ -20,12 +20,12 @@ the sidecar holds one WebSocket per Gateway (`openclaw_gateway.py`) and:
   the agent stops.  Both are hot changes: the Gateway does not restart.
   LispM's config changes go one at a time, and when its last session
   there closes the user's file is given back as it was
-  (`openclaw_config.py`);
+  (`config.py`);
 - hands messages over while the session is idle, with the Gateway's
   `agent` request (`GatewayHandover`), which runs a message as a turn of
   its own, after any run that starts meanwhile: it never steers into a
   running turn (`chat.send` would, by default);
-- follows the session's state from the Gateway's events (`watchers/openclaw.py`).
+- follows the session's state from the Gateway's events (`watcher.py`).
 
 A remote Gateway cannot reach this machine's MCP servers, so its session
 gets no tools.  It still takes part: it gets messages, and its final reply
@@ -48,17 +48,17 @@ from typing import Any
 
 import orjson
 
-from . import openclaw_config as oc_config
-from .errors import InvalidParams, LispmError, NotNow
-from .ledger import Message
-from .openclaw_gateway import (
+from ...errors import InvalidParams, LispmError, NotNow
+from ...ledger import Message
+from ...runtime import new_token, pid_alive, python_launcher, write_private
+from . import config as oc_config
+from .wire import (
     DeviceIdentity,
     GatewayClient,
     GatewayError,
     GatewayNotSent,
     GatewayUnreachable,
 )
-from .runtime import new_token, pid_alive, python_launcher, write_private
 
 log = logging.getLogger(__name__)
 

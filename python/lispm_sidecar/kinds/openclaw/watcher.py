@@ -24,10 +24,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .base import AgentActivity, Watcher
+from ...watchers.base import AgentActivity, Watcher
 
 if TYPE_CHECKING:
-    from ..openclaw import OpenClaw
+    from .gateway import OpenClaw
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class OpenClawWatcher(Watcher):
             self._reading = asyncio.create_task(self._describe(), name=f"openclaw:{self.key}")
 
     async def _describe(self) -> None:
-        from ..errors import LispmError
+        from ...errors import LispmError
 
         try:
             row = await self.openclaw.describe_session(self.key)

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from .openclaw_gateway import GatewayError
-from .runtime import pid_alive
+from ...runtime import pid_alive
+from .wire import GatewayError
 
 #: OpenClaw's backups of its config file, rotated on each of its writes.
 BACKUP_SUFFIXES = (".bak", ".bak.1", ".bak.2", ".bak.3", ".bak.4")

@@ -34,8 +34,8 @@ import orjson
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .errors import LispmError
-from .runtime import write_private
+from ...errors import LispmError
+from ...runtime import write_private
 
 log = logging.getLogger(__name__)
 
