@@ -69,36 +69,51 @@ or an end of the text.")
   "Signal `lispm-paste-refused' to paste into the agent NAME, for REASON."
   (lispm-signal 'lispm-paste-refused (list name reason) "refused: %S" (list name reason)))
 
-(defun lispm-paste-submit (agent text)
-  "Paste TEXT into AGENT's composer and press Return a moment later.
-Signal `lispm-paste-refused' if AGENT has no live terminal or TEXT holds
-what the sidecar would have cleaned (see `lispm-paste--unclean'), and
-`lispm-paste-not-now' if the CLI shows a dialog that the Return would
-answer; the fields of either are AGENT's name and why."
+(defun lispm-paste-check (agent)
+  "Signal unless a paste into AGENT's composer could go in now.
+Signal `lispm-paste-refused' if AGENT has no live terminal, and
+`lispm-paste-not-now' if the CLI shows a dialog that a paste's Return
+would answer; the fields of either are AGENT's name and why."
   (let ((buffer (lispm-agent-buffer agent))
         (name (lispm-agent-name agent)))
     (unless (lispm-term-live-p buffer)
       (lispm-paste--refuse name "no live terminal"))
-    (unless (lispm-paste--clean-p text)
-      (lispm-paste--refuse name "control or invisible characters"))
     (when-let* ((dialog (lispm-agent-dialog (lispm-agent-kind agent) buffer)))
-      (lispm-signal 'lispm-paste-not-now (list name dialog) "%s shows %s" name dialog))
+      (lispm-signal 'lispm-paste-not-now (list name dialog) "%s shows %s" name dialog))))
+
+(defun lispm-paste-submit (agent text)
+  "Paste TEXT into AGENT's composer and press Return a moment later.
+Signal as `lispm-paste-check' does, and `lispm-paste-refused' if TEXT
+holds what the sidecar would have cleaned (see `lispm-paste--unclean')."
+  (let ((buffer (lispm-agent-buffer agent)))
+    (unless (lispm-paste--clean-p text)
+      (lispm-paste--refuse (lispm-agent-name agent) "control or invisible characters"))
+    (lispm-paste-check agent)
     (lispm-term-paste buffer text)
     (run-at-time lispm-paste-return-delay nil
                  (lambda ()
                    (when (lispm-term-live-p buffer)
                      (lispm-term-send buffer "\r"))))))
 
-(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/paste)) params)
-  "Paste the message in PARAMS into the composer of the agent they name."
-  (let ((agent (lispm-agent-from-params params)))
-    (unless agent
+(defun lispm-paste--agent (params)
+  "Return the live agent PARAMS name, or signal `lispm-unknown-agent'."
+  (or (lispm-agent-from-params params)
       (lispm-signal 'lispm-unknown-agent
                     (list (plist-get params :name) (plist-get params :instance))
                     "no live agent %s (instance %s)"
-                    (plist-get params :name) (plist-get params :instance)))
-    (lispm-paste-submit agent (plist-get params :text))
-    (list :pasted t)))
+                    (plist-get params :name) (plist-get params :instance))))
+
+(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/paste)) params)
+  "Paste the message in PARAMS into the composer of the agent they name."
+  (lispm-paste-submit (lispm-paste--agent params) (plist-get params :text))
+  (list :pasted t))
+
+(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/paste-ready)) params)
+  "Answer whether a paste into the agent PARAMS name could go in now.
+The sidecar asks this, with no claim in the ledger, while it waits for a
+dialog to close; the answer is an error as for `emacs/paste' if not."
+  (lispm-paste-check (lispm-paste--agent params))
+  (list :ready t))
 
 (provide 'lispm-paste)
 ;;; lispm-paste.el ends here

@@ -12,14 +12,14 @@ daemon, to the daemon directly (Holon's `DaemonHandover`, OpenClaw's
 `GatewayHandover`).  Everything here is driven by events —
 the watcher's callbacks and new messages — with one exception: when Emacs
 answers that the CLI shows a dialog a paste would answer (`NotNow`), the
-message is tried again a second later, as a dialog's closing shows only
-on the screen.  Nothing was pasted, so the message keeps its claim in the
-ledger (`delivered`, one attempt) and stays at the head of the queue, held
-in memory: the retries write nothing to the ledger and add no attempts.
-If the queue stops while it holds such a message, the message goes back
-to `queued` (the paste did not happen); if the sidecar dies meanwhile,
-it stays `delivered` without a pickup, as any claim whose paste is not
-known to have happened (at most once).
+queue looks again every second, as a dialog's closing shows only on the
+screen.  Nothing was pasted, so the claim is taken back (`unclaim`: the
+message is `queued` again, its attempt not counted), and until the dialog
+is gone the queue only asks the hand-over whether a paste could go in now
+(`ready`, `emacs/paste-ready`), which writes nothing to the ledger; then
+the message is claimed and pasted as any other.  So a dialog costs two
+ledger writes however long it stays open, and a message held behind one
+is `queued`, in the ledger as on screen, also if the sidecar dies.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .errors import LispmError, NotNow
 from .ledger import Ledger, Message
@@ -73,6 +73,17 @@ class Handover(Protocol):
         ...
 
 
+@runtime_checkable
+class WaitingHandover(Handover, Protocol):
+    """A hand-over that may answer `NotNow`, and can say when it could go in."""
+
+    async def ready(self, name: str, instance: int) -> None:
+        """Return if a hand-over to NAME (INSTANCE) could go in now; else raise `NotNow`.
+
+        Nothing is handed over."""
+        ...
+
+
 class ComposerHandover:
     """Paste into the CLI's composer: Emacs owns the terminal, so Emacs writes."""
 
@@ -82,6 +93,9 @@ class ComposerHandover:
     async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
         await self._link.request("emacs/paste", {"name": name, "instance": instance, "text": text})
         return False
+
+    async def ready(self, name: str, instance: int) -> None:
+        await self._link.request("emacs/paste-ready", {"name": name, "instance": instance})
 
 
 class DeliveryQueue:
@@ -108,8 +122,8 @@ class DeliveryQueue:
         self._watcher: Watcher | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        #: The claimed message whose paste Emacs refused (NotNow), to try again.
-        self._refused: Message | None = None
+        #: A paste was refused (NotNow): until the hand-over is ready, only ask.
+        self._held = False
 
     @property
     def activity(self) -> AgentActivity:
@@ -122,17 +136,12 @@ class DeliveryQueue:
         self.wake()
 
     async def stop(self) -> None:
-        """Stop delivering (what is queued stays queued in the ledger).
-
-        A message whose paste was refused goes back to the queue."""
+        """Stop delivering (what is queued stays queued in the ledger)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._refused is not None:
-            refused, self._refused = self._refused, None
-            await self._ledger.requeue(refused.id)
 
     def attach(self, watcher: Watcher) -> None:
         """Follow WATCHER, which reads the agent's own records."""
@@ -150,9 +159,8 @@ class DeliveryQueue:
 
     async def _count(self) -> list[Message]:
         queued = await self._ledger.queued_for(self.name)
-        waiting = len(queued) + (self._refused is not None)
-        if waiting != self.queued:
-            self.queued = waiting
+        if len(queued) != self.queued:
+            self.queued = len(queued)
             self._on_change(self)
         return queued
 
@@ -170,40 +178,54 @@ class DeliveryQueue:
     async def _deliver_while_idle(self) -> None:
         while True:
             queued = await self._count()
-            if self._refused is None and not queued:
+            if not queued:
                 return
             if self._watcher is None or not self._watcher.accepts_delivery():
                 return
-            if not await self._deliver(self._refused or queued[0]):
+            if self._held and not await self._ready():
                 return
+            if not await self._deliver(queued[0]):
+                return
+
+    async def _ready(self) -> bool:
+        """Whether the hand-over that refused a paste could take one now."""
+        if not isinstance(self._handover, WaitingHandover):
+            self._held = False
+            return True
+        try:
+            await self._handover.ready(self.name, self.instance)
+        except NotNow as err:
+            log.debug("%s still cannot take a message: %s", self.name, err)
+            self._look_again_later()
+            return False
+        self._held = False
+        return True
+
+    def _look_again_later(self) -> None:
+        # A dialog's closing is seen only on the screen, which sends no event.
+        asyncio.get_running_loop().call_later(NOT_NOW_RETRY, self.wake)
 
     async def _deliver(self, message: Message) -> bool:
         """Hand MESSAGE over; False if the agent could not take it just now."""
         assert self._watcher is not None
         prompts_before = self._watcher.prompts_seen
-        retry = self._refused is not None
-        if not retry:
-            # At most once: the durable claim comes before the paste, so a
-            # crash in between loses a paste (visibly: delivered, never
-            # picked up) rather than pasting it twice after a restart.
-            await self._ledger.mark_delivered(message.id)
-            await self._count()
+        # At most once: the durable claim comes before the paste, so a
+        # crash in between loses a paste (visibly: delivered, never
+        # picked up) rather than pasting it twice after a restart.
+        await self._ledger.mark_delivered(message.id)
+        await self._count()
         # From here the paste may happen: if this is cancelled, the claim stands.
-        self._refused = None
         try:
             confirmed = await self._handover.hand_over(self.name, self.instance, message,
                                                        sanitize(self._render(message)))
         except NotNow as err:
-            # Nothing was pasted: the message keeps its claim and its place.
-            # A dialog's closing is seen only on the screen, which sends no
-            # event, so look again in a moment.
-            (log.debug if retry else log.info)(
-                "%s cannot take message %d yet: %s", self.name, message.id, err)
-            self._refused = message
-            if not retry:
-                self.queued += 1  # it waits again
-                self._on_change(self)
-            asyncio.get_running_loop().call_later(NOT_NOW_RETRY, self.wake)
+            # Nothing was pasted: take the claim back, and only ask until
+            # the hand-over could take it.
+            log.info("%s cannot take message %d yet: %s", self.name, message.id, err)
+            await self._ledger.unclaim(message.id)
+            await self._count()
+            self._held = True
+            self._look_again_later()
             return False
         except LispmError as err:
             log.warning("cannot hand %s message %d: %s", self.name, message.id, err)

@@ -61,6 +61,7 @@ A message is every text that is to be pasted into an agent's terminal:
     queued --mark_delivered--> delivered --mark_picked_up--> picked_up
     queued | delivered --mark_failed(reason)--> failed
     delivered | failed --requeue--> queued      (keeps its place: FIFO by id)
+    delivered --unclaim--> queued               (nothing was pasted: the attempt is taken back)
 
 Delivery is **at most once**.  The delivery layer calls `mark_delivered`
 just before it pastes (the commit is its claim to paste), and never pastes
@@ -922,6 +923,18 @@ class LedgerStore:
             "state = 'queued', reason = NULL, delivered_at = NULL, failed_at = NULL", (),
         )
 
+    def unclaim(self, message_id: int) -> Message:
+        """Take back the claim on delivered message MESSAGE_ID: nothing was pasted.
+
+        For a paste the terminal refused before writing anything (a dialog
+        was open): the message is queued again and the attempt does not
+        count, as `attempts` counts the pastes.
+        """
+        return self._transition(
+            message_id, "unclaimed", ("delivered",),
+            "state = 'queued', delivered_at = NULL, attempts = max(attempts - 1, 0)", (),
+        )
+
     # -- reads
 
     def message(self, message_id: int) -> Message:
@@ -1176,6 +1189,10 @@ class Ledger:
     async def requeue(self, message_id: int) -> Message:
         """See `LedgerStore.requeue`."""
         return await self.run(lambda s: s.requeue(message_id))
+
+    async def unclaim(self, message_id: int) -> Message:
+        """See `LedgerStore.unclaim`."""
+        return await self.run(lambda s: s.unclaim(message_id))
 
     async def message(self, message_id: int) -> Message:
         """See `LedgerStore.message`."""

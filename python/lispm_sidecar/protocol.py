@@ -366,6 +366,15 @@ class PasteResult(TypedDict):
     pasted: bool
 
 
+class PasteReadyParams(TypedDict):
+    name: str
+    instance: int
+
+
+class PasteReadyResult(TypedDict):
+    ready: bool
+
+
 class BufferTextParams(TypedDict):
     buffer: str
 
@@ -512,6 +521,8 @@ LIST_AGENTS = Method("emacs/list-agents", "emacs", Empty, ListAgentsResult,
                      "the live agents, from Emacs's registry")
 PASTE = Method("emacs/paste", "emacs", PasteParams, PasteResult,
                "paste a due message into an agent's terminal")
+PASTE_READY = Method("emacs/paste-ready", "emacs", PasteReadyParams, PasteReadyResult,
+                     "whether a paste could go in now (no dialog open), pasting nothing")
 BUFFER_TEXT = Method("emacs/buffer-text", "emacs", BufferTextParams, BufferTextResult,
                      "a buffer's text, for read_buffer")
 OPEN_DIFF = Method("emacs/open-diff", "emacs", OpenDiffParams, OpenDiffResult,
@@ -539,6 +550,6 @@ METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     HELLO, AGENT_START, AGENTS_FORGET, AGENT_ATTACHED, AGENT_STOP, AGENTS, LEDGER,
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
     PING_EMACS, STATS, SHUTDOWN,
-    LIST_AGENTS, PASTE, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE, SAVE_DOCUMENT,
+    LIST_AGENTS, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE, SAVE_DOCUMENT,
     SEARCH_TOOLS, SKILL, CALL_TOOL, EMACS_PING, AGENT_CONNECTED, AGENT_ACTIVITY,
 )}

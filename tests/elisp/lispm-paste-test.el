@@ -161,8 +161,18 @@ SPEC is (AGENT FILE BACKEND)."
             (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007))
             (should (string-search "confirmation dialog"
                                    (alist-get 'jsonrpc-error-message (cdr err)))))
+          ;; Asking whether a paste could go in gets the same answer, and
+          ;; pastes nothing.
+          (let ((err (should-error (lispm-sidecar-handle-request
+                                    'emacs/paste-ready '(:name "hermes" :instance 1))
+                                   :type 'jsonrpc-error)))
+            (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007)))
           ;; The program clears its dialog after 1.5 s, then records.
           (lispm-paste-test--wait-screen buffer "recorder ready")
+          (should-not (lispm-paste-test--reads file))
+          (should (equal (lispm-sidecar-handle-request
+                          'emacs/paste-ready '(:name "hermes" :instance 1))
+                         '(:ready t)))
           (should-not (lispm-paste-test--reads file))
           ;; The dialog is gone: the paste goes in.
           (should (equal (lispm-sidecar-handle-request

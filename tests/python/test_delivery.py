@@ -72,6 +72,12 @@ class Recorder:
         self.given.set()
         return self.confirms
 
+    async def ready(self, name: str, instance: int) -> None:
+        if self.not_now:
+            self.not_now -= 1
+            self.refused += 1
+            raise NotNow("codex shows a confirmation dialog")
+
 
 @pytest.fixture
 async def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
@@ -220,23 +226,26 @@ async def test_a_dialog_on_screen_holds_the_message_until_it_closes(
     sent = await ledger.send("claude", "codex", "after the dialog")
     writes = await ledger.run(count_writes)
     watcher.set(AgentActivity.IDLE)
-    await until(lambda: recorder.refused >= 1, "the first refusal")
-    # Refused: still claimed (nothing was pasted), still waiting, not failed, not lost.
+    await until(lambda: recorder.refused >= 2, "the first look again")
+    # Refused: nothing was pasted, so the claim was taken back: queued again,
+    # no attempt counted, still waiting, not failed, not lost.
     assert recorder.texts == []
     entry = await ledger.message(sent.id)
-    assert (entry.state, entry.attempts) == ("delivered", 1)
+    assert (entry.state, entry.attempts) == ("queued", 0)
     assert queue.queued == 1
-    # Tried again with no event from the watcher, until the dialog is gone.
+    # Asked again with no event from the watcher, until the dialog is gone.
     await asyncio.wait_for(recorder.given.wait(), 5)
     assert recorder.texts == ["[Message from claude]\nafter the dialog"]
     assert recorder.refused == 5
-    # One claim for five refusals and the paste: the retries wrote nothing.
-    assert len(writes) == 1 and writes[0].startswith("UPDATE messages SET state = 'delivered'")
+    # The claim, taking it back, the claim of the paste: the four times
+    # the queue asked in between wrote nothing.
+    assert [w.split("SET state = ")[1][:11] for w in writes] == \
+        ["'delivered'", "'queued', d", "'delivered'"], writes
     assert (await ledger.message(sent.id)).attempts == 1
     await queue.stop()
 
 
-async def test_stopping_with_a_refused_message_puts_it_back(
+async def test_stopping_while_a_dialog_is_open_leaves_the_message_queued(
         ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(delivery, "NOT_NOW_RETRY", 0.05)
     queue, watcher, recorder = await make_queue(ledger)
@@ -245,9 +254,8 @@ async def test_stopping_with_a_refused_message_puts_it_back(
     watcher.set(AgentActivity.IDLE)
     await until(lambda: recorder.refused >= 2, "a retry")
     await queue.stop()
-    # The paste never happened: queued again, for the next run (or to fail).
-    assert (await ledger.message(sent.id)).state == "queued"
-    assert recorder.texts == []
+    # The paste never happened: queued, for the next run (or to fail).
+    assert ((await ledger.message(sent.id)).state, recorder.texts) == ("queued", [])
 
 
 async def test_a_confirmed_hand_over_is_picked_up_at_once(ledger: Ledger) -> None:
