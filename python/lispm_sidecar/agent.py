@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     from .confine import Visibility
     from .delivery import DeliveryQueue, Handover
     from .editor import EditorMirror
+    from .emacs_tools import LispTools
     from .ledger import Ledger
-    from .lisp_tools import LispTools
     from .mcp_server import HttpServer
+    from .mcp_tools import ListAgents
     from .messaging import Messenger
     from .rpc import EmacsLink
     from .runtime import AgentFiles
-    from .tools import ListAgents
     from .watchers import Inotify, Watcher
 
 

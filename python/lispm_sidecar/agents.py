@@ -144,7 +144,7 @@ class Agents:
         # The MCP SDK and uvicorn take most of a second to import: not before
         # the first agent needs them, so the sidecar answers Emacs at once.
         from .mcp_server import Guard, HttpServer
-        from .tools import build_mcp
+        from .mcp_tools import build_mcp
         from .views import Views
 
         agent: Agent | None = None

@@ -20,10 +20,10 @@ from .agent import Agent, Services
 from .agents import Agents
 from .delivery import ComposerHandover
 from .editor import EditorMirror
+from .emacs_tools import LispTools
 from .errors import LispmError
 from .kinds.claude.ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
-from .lisp_tools import LispTools
 from .protocol import (
     AgentActivityParams,
     AgentAttachedParams,

@@ -696,7 +696,7 @@ async def _stop_process_group(pid: int, process: asyncio.subprocess.Process | No
 def bridge_entry(root: Path, url: str, token_file: Path) -> dict[str, Any]:
     """The MCP server entry that runs LispM's stdio bridge to one agent's server."""
     return {
-        "command": str(python_launcher(root, "lispm-bridge", "lispm_sidecar.bridge")),
+        "command": str(python_launcher(root, "lispm-bridge", "lispm_sidecar.stdio_bridge")),
         "args": [],
         "env": {"LISPM_MCP_URL": url, "LISPM_MCP_TOKEN_FILE": str(token_file)},
     }

@@ -17,8 +17,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from . import __version__
+from .emacs_tools import LispTools
 from .errors import tool_errors
-from .lisp_tools import LispTools
 from .messaging import Messenger
 from .views import Views, add_views
 
