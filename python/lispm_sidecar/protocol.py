@@ -230,9 +230,10 @@ class AgentLaunch(TypedDict):
     port: int
     url: str
     session_id: str | None
-    ide_port: int | None
     token_file: str
-    claude_mcp_config: str
+    #: Claude's: its IDE server's port, and the `--mcp-config` file.
+    ide_port: NotRequired[int]
+    claude_mcp_config: NotRequired[str]
 
 
 class AgentsForgetParams(TypedDict):
