@@ -20,7 +20,7 @@
 ;; Gateway's session `agent:main:lispm-NAME', and its terminal shows
 ;; `openclaw tui --session' on that session.
 ;;
-;; The sidecar does the rest (see python/lispm_sidecar/openclaw.py): it
+;; The sidecar does the rest (see python/lispm_sidecar/kinds/openclaw/): it
 ;; finds the Gateway in OpenClaw's own config, starts a local one if none
 ;; answers, gives the session LispM's tools (on a local Gateway), hands
 ;; it messages while it is idle with the Gateway's `agent' request (a
