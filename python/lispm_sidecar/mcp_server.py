@@ -153,8 +153,13 @@ class _EmbeddedUvicorn(uvicorn.Server):
         self._stopped.set()
 
 
-def _listen(port: int) -> socket.socket:
+def listen_loopback(port: int, backlog: int = 64) -> socket.socket:
+    """Return a non-blocking socket listening on 127.0.0.1:PORT (0: a free port).
+
+    Raise `ServerStartFailed` if the port cannot be had.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # After a sidecar restart the same port comes back at once (TIME_WAIT).
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # uvicorn on a pre-bound socket takes 44 ms a request without this (Nagle
     # meeting delayed ACK).
@@ -164,7 +169,7 @@ def _listen(port: int) -> socket.socket:
     except OSError as err:
         sock.close()
         raise ServerStartFailed(f"cannot listen on 127.0.0.1:{port}: {err.strerror}") from err
-    sock.listen(64)
+    sock.listen(backlog)
     sock.setblocking(False)
     return sock
 
@@ -180,7 +185,7 @@ class HttpServer:
 
     async def start(self, port: int = 0) -> int:
         """Listen on PORT (0: any free port) and return the port."""
-        sock = _listen(port)
+        sock = listen_loopback(port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self._app,

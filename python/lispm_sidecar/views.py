@@ -20,13 +20,12 @@ from typing import Annotated, Any
 
 import orjson
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from .confine import Visibility
 from .editor import EditorMirror
-from .errors import LispmError
+from .errors import LispmError, tool_errors
 from .rpc import EmacsLink
 
 SELECTION = """\
@@ -93,21 +92,17 @@ def add_views(server: MCPServer, views: Views) -> None:
     async def list_open_files() -> dict[str, Any]:
         return views.open_files()
 
+    @tool_errors
     async def read_buffer(
         buffer: Annotated[str, Field(description="A buffer name, or a file's path.")],
     ) -> dict[str, Any]:
-        try:
-            return await views.buffer_text(buffer)
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return await views.buffer_text(buffer)
 
+    @tool_errors
     async def get_diagnostics(
         file: Annotated[str | None, Field(description="Only this file's diagnostics.")] = None,
     ) -> dict[str, Any]:
-        try:
-            return views.diagnostics(file)
-        except LispmError as err:
-            raise ToolError(str(err)) from err
+        return views.diagnostics(file)
 
     for fn, name, title, description in (
         (get_selection, "get_selection", "The selection", SELECTION),

@@ -38,7 +38,6 @@ import asyncio
 import hmac
 import logging
 import os
-import socket
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -49,8 +48,8 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from ... import __version__
-from ...errors import InvalidParams, LispmError, ServerStartFailed
-from ...mcp_server import HEADER_TIMEOUT
+from ...errors import InvalidParams, LispmError
+from ...mcp_server import HEADER_TIMEOUT, listen_loopback
 
 log = logging.getLogger(__name__)
 
@@ -392,21 +391,6 @@ class _Client:
 # The server
 
 
-def _listen(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # After a sidecar restart the same port comes back at once (TIME_WAIT).
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-        sock.listen(16)
-    except OSError as err:
-        sock.close()
-        raise ServerStartFailed(f"cannot listen on 127.0.0.1:{port}: {err.strerror}") from err
-    sock.setblocking(False)
-    return sock
-
-
 class IdeServer:
     """The IDE WebSocket MCP server of one Claude terminal, on 127.0.0.1."""
 
@@ -444,7 +428,7 @@ class IdeServer:
         """Listen on 127.0.0.1:PORT (0: a free port) and return the port."""
         if self._runner is not None:
             raise RuntimeError("the IDE server is already running")
-        sock = _listen(port)
+        sock = listen_loopback(port, backlog=16)
         self.port = sock.getsockname()[1]
         app = web.Application(client_max_size=1024)
         app.router.add_get("/", self._upgrade)
