@@ -52,6 +52,8 @@ class Agents:
     #: Agents being stopped (`stop`): `stop_all` waits for them, so that no
     #: token file or lock is left when the sidecar exits at once after.
     closing: set[asyncio.Task[None]] = field(default_factory=set)
+    #: Agents being started: `stop_all` waits for them too, then stops them.
+    opening: set[asyncio.Task[Agent]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.messenger = Messenger(self.services.ledger,
@@ -121,11 +123,21 @@ class Agents:
         if not Path(folder).is_absolute():
             raise InvalidParams(f"folder must be an absolute path: {folder!r}")
         self.starting.add(name)
+        task = asyncio.create_task(self._open(name, kind, folder, instance, port, restore,
+                                              resume, session_id, options or {}))
+        self.opening.add(task)
+        task.add_done_callback(self.opening.discard)
+        # A shutdown that comes meanwhile cancels this request, not the start.
+        return await asyncio.shield(task)
+
+    async def _open(self, name: str, kind: str, folder: str, instance: int, port: int,
+                    restore: bool, resume: bool, session_id: str | None,
+                    options: dict[str, Any]) -> Agent:
         try:
             if not restore and not resume:
                 await self.messenger.forget(name, f"{name} was not resumed: a new {name} started")
             return await self._start(name, kind, folder, instance, port, restore or resume,
-                                      restore, session_id, options or {})
+                                     restore, session_id, options)
         finally:
             self.starting.discard(name)
 
@@ -164,7 +176,7 @@ class Agents:
         server = HttpServer(Guard(app, token, lambda: server.port, authenticated))
         try:
             await server.start(port)
-        except Exception:
+        except BaseException:  # cancelled too: `stop_all` gave up waiting
             if not restore:
                 files.remove()
             raise
@@ -175,7 +187,7 @@ class Agents:
         )
         try:
             await adapter.open(agent, options, restore)
-        except Exception:
+        except BaseException:
             await adapter.shut(agent)
             await server.stop()
             if not restore:
@@ -264,15 +276,16 @@ class Agents:
             await self._close(agent)
         await self.messenger.agent_left(agent.name)
 
-    async def _finish_closing(self) -> None:
-        """Wait for the agents being stopped, cancelling what takes too long."""
-        if not self.closing:
+    @staticmethod
+    async def _finish(tasks: set[asyncio.Task[Any]], what: str) -> None:
+        """Wait for TASKS (agents' starts or stops), cancelling what takes too long."""
+        if not tasks:
             return
-        _, late = await asyncio.wait(set(self.closing), timeout=CLOSE_DEADLINE)
+        _, late = await asyncio.wait(set(tasks), timeout=CLOSE_DEADLINE)
         for task in late:
-            log.warning("an agent's stop took over %g s; cancelled", CLOSE_DEADLINE)
+            log.warning("an agent's %s took over %g s; cancelled", what, CLOSE_DEADLINE)
             task.cancel()
-        if late:  # each one's files go in a `finally`
+        if late:  # each one's files go in a `finally` or an `except`
             await asyncio.wait(late, timeout=CLOSE_DEADLINE)
 
     async def stop_all(self, keep_files: bool) -> None:
@@ -281,12 +294,13 @@ class Agents:
         The ledger is left as it is: the agents did not close, Emacs or the
         sidecar is going away, and queued messages wait for the next run.
         """
+        await self._finish(self.opening, "start")
         agents = list(self.by_name.values())
         self.by_name.clear()
         await asyncio.gather(*(self._shut(agent) for agent in agents))
         if not keep_files:
             for agent in agents:
                 await self._close(agent)
-        await self._finish_closing()
+        await self._finish(self.closing, "stop")
         for adapter in self.adapters.values():
             await adapter.stop()

@@ -95,6 +95,21 @@ async def test_closing_every_agent_then_stopping_at_once_leaves_nothing(
     assert private_files(tmp_path) == []
 
 
+async def test_a_start_under_way_when_the_sidecar_stops_leaves_nothing(
+    sidecar: SidecarProcess, tmp_path: Path
+) -> None:
+    # An agent starting (a Claude: its MCP server, IDE server and lock file)
+    # when the shutdown comes, in the same write.
+    await sidecar.send_frames(
+        {"jsonrpc": "2.0", "id": "s1", "method": "lispm/agent-start",
+         "params": {"name": "claude", "kind": "claude", "folder": "/tmp", "instance": 1}},
+        {"jsonrpc": "2.0", "id": "s2", "method": "lispm/agent-start",
+         "params": {"name": "codex", "kind": "codex", "folder": "/tmp", "instance": 2}},
+        {"jsonrpc": "2.0", "id": "bye", "method": "lispm/shutdown", "params": {}})
+    assert await exited(sidecar) == 0
+    assert private_files(tmp_path) == []
+
+
 async def ask(agent: dict[str, Any], to: str, request: str) -> str:
     """Ask the agent TO for REQUEST as AGENT, through AGENT's MCP server."""
     token = Path(agent["token_file"]).read_text().strip()
