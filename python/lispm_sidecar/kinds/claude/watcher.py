@@ -42,6 +42,7 @@ from ...watchers.inotify import (
     Inotify,
 )
 from ...watchers.tail import JsonlTail
+from .ide_lock import claude_config_dir
 
 #: Assistant stop reasons that end a turn (`tool_use` does not).
 TURN_END_STOP_REASONS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
@@ -158,13 +159,6 @@ def _base36(n: int) -> str:
         out = digits[r] + out
         if n == 0:
             return out
-
-
-def claude_home_for(home: Path, environ: dict[str, str] | None = None) -> Path:
-    """`$CLAUDE_CONFIG_DIR` if set, else HOME/.claude."""
-    env = os.environ if environ is None else environ
-    config = env.get("CLAUDE_CONFIG_DIR")
-    return Path(config) if config else home / ".claude"
 
 
 class ClaudeWatcher(Watcher):
@@ -452,4 +446,4 @@ def claude_watcher(inotify: Inotify, *, home: Path, pid: int, cwd: Path,
     environment takes precedence.  SESSION_ID is the `--session-id` Claude
     was started with, or, RESUMED, the session it was told to resume:
     followed either way."""
-    return ClaudeWatcher(inotify, claude_home_for(home, dict(os.environ)), pid, session_id, cwd)
+    return ClaudeWatcher(inotify, claude_config_dir(home, os.environ), pid, session_id, cwd)
