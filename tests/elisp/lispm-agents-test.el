@@ -60,11 +60,11 @@
     (lispm-agents-test--add "claude" 'claude)
     (lispm-agents-test--add "codex" 'codex)
     (setf (lispm-agent-state (lispm-agent-get "claude")) 'running)
-    (should (equal (lispm-sidecar-handle-request 'emacs/list-agents nil)
+    (should (equal (lispm-sidecar-dispatch-request 'emacs/list-agents nil)
                    '(:agents [(:name "claude" :kind "claude" :folder "/tmp" :state "running")
                               (:name "codex" :kind "codex" :folder "/tmp" :state "starting")])))
     (mapc #'lispm-agents-unregister (lispm-agents))
-    (should (equal (lispm-sidecar-handle-request 'emacs/list-agents nil) '(:agents [])))))
+    (should (equal (lispm-sidecar-dispatch-request 'emacs/list-agents nil) '(:agents [])))))
 
 (ert-deftest lispm-agents-test-connected-marks-running ()
   (lispm-agents-test--with-registry

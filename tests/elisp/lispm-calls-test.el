@@ -27,7 +27,7 @@
 
 (defun lispm-calls-test--call (tool args)
   "Ask to run TOOL with ARGS as the test's agent; return the answer."
-  (lispm-sidecar-handle-request
+  (lispm-sidecar-dispatch-request
    'emacs/call-tool (list :name "codex" :instance 1 :call_id "C1" :tool tool :args args)))
 
 (ert-deftest lispm-calls-test-unknown-tool-and-bad-arguments ()

@@ -5,7 +5,7 @@
 ;; Every condition that can reach the sidecar has one JSON-RPC code,
 ;; unique across Emacs and the sidecar but where both mean the same;
 ;; each handler's error reaches the sidecar with its condition's code,
-;; through the one `:around' method; and a tool's failure can be told
+;; through the one boundary, `lispm-sidecar-dispatch-request'; and a tool's failure can be told
 ;; apart by its condition, which carries the data a caller acts on.
 
 ;;; Code:
@@ -86,7 +86,7 @@ They are read from the `code = N' attribute of each class in its sources."
 
 (defmacro lispm-errors-test--rpc-error (method params)
   "Return (CODE MESSAGE) of the JSON-RPC error that METHOD with PARAMS answers."
-  `(let ((err (should-error (lispm-sidecar-handle-request ,method ,params)
+  `(let ((err (should-error (lispm-sidecar-dispatch-request ,method ,params)
                             :type 'jsonrpc-error)))
      (list (alist-get 'jsonrpc-error-code (cdr err))
            (alist-get 'jsonrpc-error-message (cdr err)))))

@@ -58,7 +58,7 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
 
 (defun lispm-ide-test--open (id agent file contents &optional tab-name)
   "Ask for a diff as the sidecar does; return the pending diff ID."
-  (should (equal (lispm-sidecar-handle-request
+  (should (equal (lispm-sidecar-dispatch-request
                   'emacs/open-diff (list :id id :agent agent :file file
                                          :new_contents contents :tab_name tab-name))
                  '(:shown t)))
@@ -375,15 +375,15 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
       (lispm-ide-test--open "c2" "claude" file "2\n" "tab two")
       (lispm-ide-test--open "c3" "claude-2" file "3\n" "tab three")
       (lispm-ide-test--open "c4" "claude-2" file "4\n" "tab four")
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff '(:id "nope")) '(:closed 0)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff '(:id "c1")) '(:closed 1)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff '(:id "c1")) '(:closed 0)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff '(:tab_name "tab two"))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff '(:id "nope")) '(:closed 0)))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff '(:id "c1")) '(:closed 1)))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff '(:id "c1")) '(:closed 0)))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff '(:tab_name "tab two"))
                      '(:closed 1)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff
                                                    '(:all t :agent "someone else"))
                      '(:closed 0)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff '(:all t :agent "claude-2"))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff '(:all t :agent "claude-2"))
                      '(:closed 2)))
       (should (equal (mapcar (lambda (n) (plist-get (cdr n) :id)) (reverse lispm-ide-test--sent))
                      '("c1" "c2" "c3" "c4")))
@@ -392,10 +392,10 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
       (should-not lispm-ide--diffs)
       (should (compare-window-configurations config (current-window-configuration)))
       (should (equal (lispm-ide-test--file-contents file) "c\n"))
-      (let ((err (should-error (lispm-sidecar-handle-request 'emacs/close-diff nil)
+      (let ((err (should-error (lispm-sidecar-dispatch-request 'emacs/close-diff nil)
                                :type 'jsonrpc-error)))
         (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32602)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/close-diff '(:all :json-false :id "x"))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/close-diff '(:all :json-false :id "x"))
                      '(:closed 0))))))
 
 (ert-deftest lispm-ide-test-open-diff-bad-params ()
@@ -409,13 +409,13 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
                             (list :id "b" :agent "claude" :file file :new_contents 3)
                             (list :id "b" :agent "claude" :file dir :new_contents "x")
                             (list :id :json-false :agent "claude" :file file :new_contents "x")))
-        (let ((err (should-error (lispm-sidecar-handle-request 'emacs/open-diff params)
+        (let ((err (should-error (lispm-sidecar-dispatch-request 'emacs/open-diff params)
                                  :type 'jsonrpc-error)))
           (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32602))))
       (should-not lispm-ide--diffs)
       ;; The same id twice.
       (lispm-ide-test--open "same" "claude" file "1\n")
-      (let ((err (should-error (lispm-sidecar-handle-request
+      (let ((err (should-error (lispm-sidecar-dispatch-request
                                 'emacs/open-diff (list :id "same" :agent "claude" :file file
                                                        :new_contents "2\n"))
                                :type 'jsonrpc-error)))
@@ -428,7 +428,7 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
 (ert-deftest lispm-ide-test-open-file-selects-the-range ()
   (lispm-ide-test--with-fixture (dir '(("o.txt" . "first line\nsecond line here\nthird line\n")))
     (let ((file (expand-file-name "o.txt" dir)))
-      (should (equal (lispm-sidecar-handle-request
+      (should (equal (lispm-sidecar-dispatch-request
                       'emacs/open-file (list :file file :start_text "second" :end_text "third"))
                      '(:opened t :selected t)))
       (let ((buffer (find-buffer-visiting file)))
@@ -438,22 +438,22 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
           (should (equal (buffer-substring (region-beginning) (region-end))
                          "second line here\nthird"))))
       ;; To the end of the line; no end text.
-      (lispm-sidecar-handle-request
+      (lispm-sidecar-dispatch-request
        'emacs/open-file (list :file file :start_text "line here" :select_to_eol t))
       (with-current-buffer (find-buffer-visiting file)
         (should (equal (buffer-substring (region-beginning) (region-end)) "line here")))
-      (lispm-sidecar-handle-request
+      (lispm-sidecar-dispatch-request
        'emacs/open-file (list :file file :start_text "first" :select_to_eol t))
       (with-current-buffer (find-buffer-visiting file)
         (should (equal (buffer-substring (region-beginning) (region-end)) "first line")))
       ;; Text that is not there: opened, nothing selected.
-      (should (equal (lispm-sidecar-handle-request
+      (should (equal (lispm-sidecar-dispatch-request
                       'emacs/open-file (list :file file :start_text "absent"))
                      '(:opened t :selected :json-false)))))
   (lispm-ide-test--with-fixture (dir '(("bg.txt" . "one\ntwo\n")))
     (let ((file (expand-file-name "bg.txt" dir)))
       ;; In the background: visited and selected, not shown.
-      (lispm-sidecar-handle-request
+      (lispm-sidecar-dispatch-request
        'emacs/open-file (list :file file :start_text "two" :make_frontmost :json-false))
       (let ((buffer (find-buffer-visiting file)))
         (should buffer)
@@ -461,14 +461,14 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
         (should (eq (window-buffer (selected-window)) (get-buffer "lispm ide scratch")))
         (with-current-buffer buffer
           (should (equal (buffer-substring (region-beginning) (region-end)) "two"))))
-      (let ((err (should-error (lispm-sidecar-handle-request
+      (let ((err (should-error (lispm-sidecar-dispatch-request
                                 'emacs/open-file (list :file (expand-file-name "none" dir)))
                                :type 'jsonrpc-error)))
         ;; `lispm-no-such-file': -32001 is the sidecar's unknown agent.
         (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32051)))
       (dolist (params (list nil (list :file "relative.txt") (list :file dir)
                             (list :file file :start_text 5)))
-        (let ((err (should-error (lispm-sidecar-handle-request 'emacs/open-file params)
+        (let ((err (should-error (lispm-sidecar-dispatch-request 'emacs/open-file params)
                                  :type 'jsonrpc-error)))
           (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32602)))))))
 
@@ -476,15 +476,15 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
   (lispm-ide-test--with-fixture (dir '(("s.txt" . "saved\n") ("t.txt" . "not open\n")))
     (let* ((file (expand-file-name "s.txt" dir))
            (buffer (find-file-noselect file)))
-      (should (equal (lispm-sidecar-handle-request 'emacs/save-document (list :file file))
+      (should (equal (lispm-sidecar-dispatch-request 'emacs/save-document (list :file file))
                      (list :saved t :message (format "No unsaved changes in %s" file))))
       (with-current-buffer buffer (goto-char (point-max)) (insert "more\n"))
-      (let ((answer (lispm-sidecar-handle-request 'emacs/save-document (list :file file))))
+      (let ((answer (lispm-sidecar-dispatch-request 'emacs/save-document (list :file file))))
         (should (eq (plist-get answer :saved) t)))
       (should-not (buffer-modified-p buffer))
       (should (equal (lispm-ide-test--file-contents file) "saved\nmore\n"))
       (let* ((other (expand-file-name "t.txt" dir))
-             (answer (lispm-sidecar-handle-request 'emacs/save-document (list :file other))))
+             (answer (lispm-sidecar-dispatch-request 'emacs/save-document (list :file other))))
         (should (eq (plist-get answer :saved) :json-false))
         (should (string-match-p "not open" (plist-get answer :message)))
         (should-not (find-buffer-visiting other)))
@@ -492,11 +492,11 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
       (with-current-buffer buffer (insert "mine\n"))
       (with-temp-file file (insert "theirs\n"))
       (set-file-times file (time-add nil 5))  ; a later time than the buffer's visit, for sure
-      (let ((answer (lispm-sidecar-handle-request 'emacs/save-document (list :file file))))
+      (let ((answer (lispm-sidecar-dispatch-request 'emacs/save-document (list :file file))))
         (should (eq (plist-get answer :saved) :json-false))
         (should (string-match-p "changed on disk" (plist-get answer :message))))
       (should (equal (lispm-ide-test--file-contents file) "theirs\n"))
-      (should-error (lispm-sidecar-handle-request 'emacs/save-document '(:file "x"))
+      (should-error (lispm-sidecar-dispatch-request 'emacs/save-document '(:file "x"))
                     :type 'jsonrpc-error))))
 
 (ert-deftest lispm-ide-test-send-region-mentions-lines-to-claude ()

@@ -123,19 +123,19 @@ SPEC is (AGENT FILE BACKEND)."
 
 (ert-deftest lispm-paste-test-request-from-the-sidecar ()
   (lispm-paste-test--with-agent (agent file 'term)
-    (should (equal (lispm-sidecar-handle-request
+    (should (equal (lispm-sidecar-dispatch-request
                     'emacs/paste '(:name "codex" :instance 1 :text "from the sidecar"))
                    '(:pasted t)))
     (should (string-search "from the sidecar"
                            (mapconcat #'cdr (lispm-paste-test--wait-reads file 1) "")))
     ;; Another instance of the same name, an unknown agent, unclean text: errors.
-    (let ((err (should-error (lispm-sidecar-handle-request
+    (let ((err (should-error (lispm-sidecar-dispatch-request
                               'emacs/paste '(:name "codex" :instance 2 :text "x"))
                              :type 'jsonrpc-error)))
       (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32001)))
-    (should-error (lispm-sidecar-handle-request 'emacs/paste '(:name "nobody" :text "x"))
+    (should-error (lispm-sidecar-dispatch-request 'emacs/paste '(:name "nobody" :text "x"))
                   :type 'jsonrpc-error)
-    (should-error (lispm-sidecar-handle-request
+    (should-error (lispm-sidecar-dispatch-request
                    'emacs/paste '(:name "codex" :instance 1 :text "\e[201~"))
                   :type 'jsonrpc-error)
     (ignore agent)))
@@ -155,7 +155,7 @@ SPEC is (AGENT FILE BACKEND)."
     (unwind-protect
         (lispm-test-with-agent (_hermes :kind 'hermes :folder "/tmp/" :buffer buffer)
           (lispm-paste-test--wait-screen buffer "Type 1/2/3")
-          (let ((err (should-error (lispm-sidecar-handle-request
+          (let ((err (should-error (lispm-sidecar-dispatch-request
                                     'emacs/paste '(:name "hermes" :instance 1 :text "hi"))
                                    :type 'jsonrpc-error)))
             (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007))
@@ -163,19 +163,19 @@ SPEC is (AGENT FILE BACKEND)."
                                    (alist-get 'jsonrpc-error-message (cdr err)))))
           ;; Asking whether a paste could go in gets the same answer, and
           ;; pastes nothing.
-          (let ((err (should-error (lispm-sidecar-handle-request
+          (let ((err (should-error (lispm-sidecar-dispatch-request
                                     'emacs/paste-ready '(:name "hermes" :instance 1))
                                    :type 'jsonrpc-error)))
             (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32007)))
           ;; The program clears its dialog after 1.5 s, then records.
           (lispm-paste-test--wait-screen buffer "recorder ready")
           (should-not (lispm-paste-test--reads file))
-          (should (equal (lispm-sidecar-handle-request
+          (should (equal (lispm-sidecar-dispatch-request
                           'emacs/paste-ready '(:name "hermes" :instance 1))
                          '(:ready t)))
           (should-not (lispm-paste-test--reads file))
           ;; The dialog is gone: the paste goes in.
-          (should (equal (lispm-sidecar-handle-request
+          (should (equal (lispm-sidecar-dispatch-request
                           'emacs/paste '(:name "hermes" :instance 1 :text "hi"))
                          '(:pasted t)))
           (should (string-search "hi" (mapconcat #'cdr (lispm-paste-test--wait-reads file 1)

@@ -64,7 +64,7 @@
     (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
       (unwind-protect
           (progn
-            (should (equal (lispm-sidecar-handle-request
+            (should (equal (lispm-sidecar-dispatch-request
                             'emacs/open-diff (list :id "d1" :agent "claude" :file file
                                                    :new_contents "new words\n"))
                            '(:shown t)))

@@ -47,7 +47,7 @@
     (let ((err (should-error (lispm-sidecar-request 'lispm/no-such-thing nil)
                              :type 'jsonrpc-error)))
       (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32601)))
-    (should-error (lispm-sidecar-handle-request 'emacs/no-such-thing nil)
+    (should-error (lispm-sidecar-dispatch-request 'emacs/no-such-thing nil)
                   :type 'jsonrpc-error)))
 
 (ert-deftest lispm-sidecar-test-protocol-mismatch-is-a-clear-error ()

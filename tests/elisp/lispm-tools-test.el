@@ -433,7 +433,7 @@ to read on]"))))
   (require 'lispm-calls)
   (lispm-tools-test--in-folder
     (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
-      (let ((answer (lispm-sidecar-handle-request
+      (let ((answer (lispm-sidecar-dispatch-request
                      'emacs/call-tool
                      (list :name "codex" :instance 1 :call_id "C1" :tool "edit_file"
                            :args '(:path "gone.txt" :old "a" :new "b")))))

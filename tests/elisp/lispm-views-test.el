@@ -338,7 +338,7 @@ REPORT-FN is Flymake's callback."
       (let ((buffers (buffer-list))
             (tick (buffer-chars-modified-tick buffer))
             (undo (buffer-local-value 'buffer-undo-list buffer))
-            (answer (lispm-sidecar-handle-request 'emacs/buffer-text '(:buffer "h.txt"))))
+            (answer (lispm-sidecar-dispatch-request 'emacs/buffer-text '(:buffer "h.txt"))))
         (should (equal answer (list :buffer "h.txt"
                                     :file (expand-file-name "h.txt" dir)
                                     :truename (expand-file-name "h.txt" dir)
@@ -359,20 +359,20 @@ REPORT-FN is Flymake's callback."
         (should (equal (buffer-list) buffers))))))
 
 (ert-deftest lispm-views-test-buffer-text-errors ()
-  (let ((err (should-error (lispm-sidecar-handle-request
+  (let ((err (should-error (lispm-sidecar-dispatch-request
                             'emacs/buffer-text '(:buffer "no such buffer, surely"))
                            :type 'jsonrpc-error)))
     ;; `lispm-no-buffer': -32001 is the sidecar's unknown agent.
     (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32050)))
   (let ((internal (get-buffer-create " lispm views hidden")))
     (unwind-protect
-        (let ((err (should-error (lispm-sidecar-handle-request
+        (let ((err (should-error (lispm-sidecar-dispatch-request
                                   'emacs/buffer-text '(:buffer " lispm views hidden"))
                                  :type 'jsonrpc-error)))
           (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32050)))
       (kill-buffer internal)))
   (dolist (params '(nil (:buffer 3) (:buffer "") (:name "x")))
-    (let ((err (should-error (lispm-sidecar-handle-request 'emacs/buffer-text params)
+    (let ((err (should-error (lispm-sidecar-dispatch-request 'emacs/buffer-text params)
                              :type 'jsonrpc-error)))
       (should (eql (alist-get 'jsonrpc-error-code (cdr err)) -32602)))))
 
