@@ -64,13 +64,16 @@ def frame(message: Any) -> bytes:
 
 
 _HEADER_END = b"\r\n\r\n"
+_PLAIN_HEADER = b"Content-Length: "
+#: Where the header of `_PLAIN_HEADER` and a length of up to 20 digits ends.
+_PLAIN_HEADER_MAX = len(_PLAIN_HEADER) + 24
 _LENGTH_LINE = re.compile(rb"content-length[ \t]*:([^\r\n]*)", re.IGNORECASE)
 _HEADER_LINES = re.compile(rb"(?:[!-9;-~]+[ \t]*:[^\r\n]*\r\n)*")
 #: What one read takes from stdin at most (a pipe read gives up to 256 KiB).
 READ_SIZE = 1 << 18
 
 
-def _content_length(value: bytes) -> int | None:
+def _content_length(value: bytes | bytearray) -> int | None:
     text = value.strip()
     if not text.isdigit():
         return None
@@ -118,6 +121,15 @@ class FrameReader:
         return lines[-1] if lines else None
 
     def _take_header(self) -> bool:
+        # What jsonrpc.el sends, a header of one `Content-Length: N` line,
+        # takes the short way; anything else the careful one below.
+        if self._buffer.startswith(_PLAIN_HEADER):
+            end = self._buffer.find(_HEADER_END, len(_PLAIN_HEADER), _PLAIN_HEADER_MAX)
+            if end > 0 and (length := _content_length(self._buffer[len(_PLAIN_HEADER):end])):
+                self._skipping = False
+                self._body = (end + 4, length)
+                self._searched = end + 4
+                return True
         end = self._buffer.find(_HEADER_END)
         if end < 0:
             # A header holds at most HEADER_LIMIT bytes: what comes before them is none.
