@@ -18,6 +18,27 @@ _SUMMARY = re.compile(r"^Ran (\d+) tests?, (\d+) results? as expected, (\d+) une
                       re.MULTILINE)
 
 
+#: What Codex answers when Claude asks it to review `notes-parse-header`.
+REVIEW_ANSWER = (
+    "notes-parse-header takes (substring line 0 colon) with colon nil when the line has no "
+    "colon, so it signals wrong-type-argument. Check the colon first and return nil for a "
+    "line without one."
+)
+
+#: The models' parts of the main scenario: Claude says what it got back
+#: (Codex's reply, or LispM's notice); Codex, asked to review, reads the
+#: file and replies.
+REVIEW_RULES: list[dict[str, Any]] = [
+    {"match": "[Reply from codex to request", "steps": [{"say": "Codex says: {prompt}"}]},
+    {"match": "[Message from lispm]", "steps": [{"say": "Noted: {prompt}"}]},
+    {"match": "Please review notes-parse-header", "steps": [
+        {"shell": "cat notes.el"},
+        {"tool": "lispm.reply", "args": {"request": "{request_id}", "text": REVIEW_ANSWER}},
+        {"say": "I replied to claude."},
+    ]},
+]
+
+
 def require_cli(name: str) -> Path:
     """Return the path of the npm-installed CLI NAME, or fail saying how to get it."""
     npm_bin = Path(os.environ.get("LISPM_NPM_BIN", ROOT / ".deps/npm/node_modules/.bin"))

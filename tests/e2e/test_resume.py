@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
-
-ANSWER = (
-    "notes-parse-header takes (substring line 0 colon) with colon nil when the line has no "
-    "colon, so it signals wrong-type-argument. Check the colon first and return nil for a "
-    "line without one."
+from .harness import (
+    REVIEW_RULES,
+    ROOT,
+    assert_ert_passed,
+    make_project,
+    run_ert_e2e,
 )
 
 
@@ -32,15 +32,7 @@ def script(project: Path) -> list[dict[str, Any]]:
     """The models' parts, matched against each prompt (first match wins)."""
     notes = f"[[file:{project}/notes.el::9]]"
     return [
-        # Claude, on Codex's reply or LispM's notice: say what it got.
-        {"match": "[Reply from codex to request", "steps": [{"say": "Codex says: {prompt}"}]},
-        {"match": "[Message from lispm]", "steps": [{"say": "Noted: {prompt}"}]},
-        # Codex, asked to review: read the file, then reply.
-        {"match": "Please review notes-parse-header", "steps": [
-            {"shell": "cat notes.el"},
-            {"tool": "lispm.reply", "args": {"request": "{request_id}", "text": ANSWER}},
-            {"say": "I replied to claude."},
-        ]},
+        *REVIEW_RULES,
         # Codex, asked by the second Claude (which will not be resumed): it replies
         # at once, if it is ever given the request.
         {"match": "One more look?", "steps": [
