@@ -39,16 +39,27 @@
 (require 'lispm-sidecar)
 (require 'lispm-term)
 
-;;; Agents
+;;; Actors and agents
 
-(cl-defstruct (lispm-agent (:constructor lispm-agent--make) (:copier nil))
-  "One agent: a CLI in a terminal, with its own MCP server."
-  (name nil :documentation "Unique among live agents: claude, claude-2, ...")
-  (kind nil :documentation "The adapter, a symbol such as `claude'.")
-  (folder nil :documentation "The directory the agent works in, a truename.")
+(cl-defstruct (lispm-actor (:constructor nil) (:copier nil))
+  "Whoever acts through LispM's tools: a terminal agent, or one without a terminal.
+The tools, the policy, the approvals, the ledger and the agent list
+know an actor by these slots alone; a kind of actor includes this
+struct and adds its own slots."
+  (name nil :documentation "Unique among live actors: claude, claude-2, emacs, ...")
+  (kind nil :documentation "What it is, a symbol such as `claude' or `lispm'.")
+  (folder nil :documentation "The directory it works in, a truename.")
+  (role nil :documentation "Its policy role, a key of `lispm-policy-roles';
+nil means `lispm-policy-default-role'.")
+  (serial 0 :documentation "Creation order among all actors of this session.")
   (state 'starting :documentation "One of `starting', `running', `exited'.")
-  (activity nil :documentation "What the CLI's records say: `idle', `busy',
-`waiting-for-approval', or nil while they say nothing.")
+  (activity nil :documentation "What it is doing: `idle', `busy' (thinking),
+`running-tool', `waiting-for-approval', `waiting-for-reply', or nil
+while nothing says."))
+
+(cl-defstruct (lispm-agent (:include lispm-actor)
+                           (:constructor lispm-agent--make) (:copier nil))
+  "One agent: a CLI in a terminal, with its own MCP server."
   (pid nil :documentation "The process id of the CLI's terminal process.")
   (buffer nil :documentation "The terminal buffer, once the CLI started.")
   (port nil :documentation "The port of the agent's MCP server.")
@@ -56,11 +67,43 @@
   (queued 0 :documentation "Messages waiting for delivery to the agent.")
   (session nil :documentation "The CLI's own session id, as the sidecar reports it.")
   (resume nil :documentation "Non-nil if the agent resumes one of an earlier Emacs:
-the CLI's session id to resume, or t if it had none.")
-  (serial 0 :documentation "Creation order among all agents of this session."))
+the CLI's session id to resume, or t if it had none."))
+
+(defvar lispm-policy-default-role)
+
+(defun lispm-agents--default-role ()
+  "Return the role of an actor no one gave one to."
+  (if (boundp 'lispm-policy-default-role) lispm-policy-default-role 'default))
+
+(defun lispm-actor-effective-role (actor)
+  "Return ACTOR's policy role: its own, else `lispm-policy-default-role'."
+  (or (lispm-actor-role actor) (lispm-agents--default-role)))
+
+(cl-defgeneric lispm-actor-home-buffer (actor)
+  "Return the buffer where the user meets ACTOR, or nil if it has none.
+The agent list's RET, the approvals' and the ledger's links visit it."
+  (ignore actor)
+  nil)
+
+(cl-defmethod lispm-actor-home-buffer ((agent lispm-agent))
+  "Return AGENT's terminal buffer."
+  (lispm-agent-buffer agent))
+
+(cl-defgeneric lispm-actor-left (actor)
+  "Do what must be done once ACTOR has left the registry.
+Called by `lispm-agents-unregister', after ACTOR is `exited'."
+  (ignore actor)
+  nil)
+
+(cl-defmethod lispm-actor-left ((agent lispm-agent))
+  "Stop AGENT's MCP server, if it has one yet."
+  ;; Without a port its server is still starting; `lispm-agents--launch'
+  ;; stops it when the sidecar answers.
+  (when (lispm-agent-port agent)
+    (lispm-agents--stop-server agent)))
 
 (defvar lispm-agents--by-name (make-hash-table :test #'equal)
-  "The live agents, by name.")
+  "The live actors, by name.")
 
 (defvar lispm-agents-changed-hook nil
   "Hook run whenever an agent appears, changes state or leaves.")
@@ -69,18 +112,18 @@ the CLI's session id to resume, or t if it had none.")
   "Counter that orders agents by creation.")
 
 (defun lispm-agents ()
-  "Return the live agents, oldest first."
+  "Return the live actors, terminal agents and others, oldest first."
   (sort (cl-loop for agent being the hash-values of lispm-agents--by-name
                  collect agent)
-        (lambda (a b) (< (lispm-agent-serial a) (lispm-agent-serial b)))))
+        (lambda (a b) (< (lispm-actor-serial a) (lispm-actor-serial b)))))
 
 (defun lispm-agent-get (name)
-  "Return the live agent named NAME, or nil."
+  "Return the live actor named NAME, or nil."
   (gethash name lispm-agents--by-name))
 
 (defun lispm-agent-live-p (agent)
-  "Return non-nil if AGENT is still in the registry."
-  (eq (gethash (lispm-agent-name agent) lispm-agents--by-name) agent))
+  "Return non-nil if AGENT, an actor, is still in the registry."
+  (eq (gethash (lispm-actor-name agent) lispm-agents--by-name) agent))
 
 (defun lispm-agents--changed ()
   "Tell everyone who watches agents that something changed."
@@ -88,13 +131,19 @@ the CLI's session id to resume, or t if it had none.")
 
 (defun lispm-agents--set-state (agent state)
   "Set AGENT's STATE and announce it."
-  (unless (eq (lispm-agent-state agent) state)
-    (setf (lispm-agent-state agent) state)
+  (unless (eq (lispm-actor-state agent) state)
+    (setf (lispm-actor-state agent) state)
     (lispm-agents--changed)))
 
-(defun lispm-agents--unique-name (kind)
-  "Return the first free name for an agent of KIND: claude, claude-2, ..."
-  (let ((base (symbol-name kind)))
+(defun lispm-agents-set-activity (actor activity)
+  "Set ACTOR's ACTIVITY, a symbol or nil, and announce it if it changed."
+  (unless (eq (lispm-actor-activity actor) activity)
+    (setf (lispm-actor-activity actor) activity)
+    (lispm-agents--changed)))
+
+(defun lispm-agents--unique-name (base)
+  "Return the first free name from BASE, a kind or a string: claude, claude-2, ..."
+  (let ((base (if (symbolp base) (symbol-name base) base)))
     (cl-loop for n from 1
              for name = (if (= n 1) base (format "%s-%d" base n))
              unless (lispm-agent-get name) return name)))
@@ -294,13 +343,14 @@ cannot find a program), so its data is that message alone."
                       (project-root project)
                     default-directory))))
 
-(defun lispm-agents-register (kind folder &optional name resume)
+(defun lispm-agents-register (kind folder &optional name resume role)
   "Register a new agent of KIND working in FOLDER, announce it, and return it.
 The agent is `starting': nothing is launched (`lispm-agent-start'
 launches its CLI).  NAME, if given, is its name, which must be free; it
 defaults to the first free name for KIND.  RESUME is as for
-`lispm-agent-start'.  Signal a `user-error' if FOLDER is not a directory
-or NAME is taken."
+`lispm-agent-start'.  ROLE is its policy role, by default
+`lispm-policy-default-role'.  Signal a `user-error' if FOLDER is not a
+directory or NAME is taken."
   (let ((folder (file-name-as-directory (file-truename folder)))
         (name (or name (lispm-agents--unique-name kind))))
     (unless (file-directory-p folder)
@@ -308,12 +358,36 @@ or NAME is taken."
     (when (lispm-agent-get name)
       (user-error "An agent named %s is already running" name))
     (let ((agent (lispm-agent--make :name name :kind kind :folder folder :resume resume
+                                    :role (or role (lispm-agents--default-role))
                                     :serial (cl-incf lispm-agents--serial))))
       (puthash name agent lispm-agents--by-name)
       (lispm-agents--changed)
       agent)))
 
-(defun lispm-agent-start (kind &optional folder display name resume)
+(defun lispm-agents-add-actor (actor)
+  "Register ACTOR, an actor without a terminal, announce it, and return it.
+ACTOR's name is the base of its name: it becomes the first free name
+from it (\"emacs\", \"emacs-2\", ...).  Its folder becomes a truename ending
+in a slash, its role `lispm-policy-default-role' if it had none, and
+it gets the next serial.  Nothing is launched, and its state stays
+what it is.  Signal a `user-error' if its folder is not a directory,
+and a `wrong-type-argument' if ACTOR is not a `lispm-actor'."
+  (cl-check-type actor lispm-actor)
+  (let ((folder (file-name-as-directory (file-truename (lispm-actor-folder actor)))))
+    (unless (file-directory-p folder)
+      (user-error "No such folder: %s" folder))
+    (setf (lispm-actor-name actor) (lispm-agents--unique-name
+                                    (or (lispm-actor-name actor)
+                                        (lispm-actor-kind actor)))
+          (lispm-actor-folder actor) folder
+          (lispm-actor-role actor) (or (lispm-actor-role actor)
+                                       (lispm-agents--default-role))
+          (lispm-actor-serial actor) (cl-incf lispm-agents--serial))
+    (puthash (lispm-actor-name actor) actor lispm-agents--by-name)
+    (lispm-agents--changed)
+    actor))
+
+(defun lispm-agent-start (kind &optional folder display name resume role)
   "Start an agent of KIND working in FOLDER, and return it.
 FOLDER defaults to the current project's root.  The agent shows in the
 list at once as `starting'; its terminal opens when its MCP server is
@@ -321,13 +395,16 @@ up, and is displayed then if DISPLAY is non-nil.  Signal
 `lispm-cli-missing', a `user-error', if KIND's CLI is not installed.
 NAME, if given, is the agent's name (it must be free); RESUME, if
 non-nil, makes the agent resume one of an earlier Emacs: the CLI's
-session id to resume (see `lispm-agent-resume'), or t if it had none."
+session id to resume (see `lispm-agent-resume'), or t if it had none.
+ROLE is the agent's policy role, by default `lispm-policy-default-role'.
+An actor without a terminal is not started so: see
+`lispm-agents-add-actor'."
   (unless (assq kind lispm-agent-kinds)
     (user-error "Unknown agent kind %s; known: %s" kind
                 (mapconcat (lambda (k) (symbol-name (car k))) lispm-agent-kinds ", ")))
   (lispm-agent-executable kind)
   (let ((agent (lispm-agents-register
-                kind (or folder (lispm-agents--default-folder)) name resume)))
+                kind (or folder (lispm-agents--default-folder)) name resume role)))
     (condition-case err
         (lispm-sidecar-async-request
          'lispm/agent-start
@@ -345,20 +422,20 @@ session id to resume (see `lispm-agent-resume'), or t if it had none."
   "Return the params that name AGENT to the sidecar, followed by MORE.
 Names are reused, so the serial number tells this agent from an earlier
 agent of the same name."
-  (append (list :name (lispm-agent-name agent)
-                :kind (symbol-name (lispm-agent-kind agent))
-                :folder (directory-file-name (lispm-agent-folder agent))
-                :instance (lispm-agent-serial agent))
+  (append (list :name (lispm-actor-name agent)
+                :kind (symbol-name (lispm-actor-kind agent))
+                :folder (directory-file-name (lispm-actor-folder agent))
+                :instance (lispm-actor-serial agent))
           more))
 
 (defun lispm-agents--stop-server (agent)
   "Ask the sidecar to stop AGENT's server."
   (when (lispm-sidecar-live-p)
     (lispm-sidecar-async-request
-     'lispm/agent-stop (list :name (lispm-agent-name agent)
-                             :instance (lispm-agent-serial agent))
+     'lispm/agent-stop (list :name (lispm-actor-name agent)
+                             :instance (lispm-actor-serial agent))
      :on-error (lambda (text)
-                 (message "LispM: stopping %s's server: %s" (lispm-agent-name agent) text)))))
+                 (message "LispM: stopping %s's server: %s" (lispm-actor-name agent) text)))))
 
 (defun lispm-agents--failed (agent text)
   "Drop AGENT, which could not start, and say why (TEXT)."
@@ -443,21 +520,21 @@ With RESTORE, say so: a restarted sidecar binds to what the CLI already wrote."
     (lispm-agents-unregister lispm-agent--this)))
 
 (defun lispm-agents-unregister (agent)
-  "Note that AGENT's terminal has closed: stop its server and forget it.
-AGENT is `exited' from then on, and the change is announced.  Nothing
-happens if AGENT has already left."
+  "Note that AGENT, an actor, has left: forget it.
+A terminal agent's terminal has closed; its server stops.  AGENT is
+`exited' from then on, `lispm-actor-left' is called, and the change is
+announced.  Nothing happens if AGENT has already left."
   (when (lispm-agent-live-p agent)
-    (remhash (lispm-agent-name agent) lispm-agents--by-name)
-    (setf (lispm-agent-state agent) 'exited)
-    ;; Without a port its server is still starting; `lispm-agents--launch'
-    ;; stops it when the sidecar answers.
-    (when (lispm-agent-port agent)
-      (lispm-agents--stop-server agent))
+    (remhash (lispm-actor-name agent) lispm-agents--by-name)
+    (setf (lispm-actor-state agent) 'exited)
+    (lispm-actor-left agent)
     (lispm-agents--changed)))
 
 (defun lispm-agent-close (agent)
-  "End AGENT: kill its terminal, which ends its CLI and stops its server."
-  (let ((buffer (lispm-agent-buffer agent)))
+  "End AGENT, an actor.
+A terminal agent's terminal is killed, which ends its CLI and stops
+its server; any other actor leaves the registry."
+  (let ((buffer (and (lispm-agent-p agent) (lispm-agent-buffer agent))))
     (if (buffer-live-p buffer)
         (let ((kill-buffer-query-functions nil))
           (kill-buffer buffer))
@@ -466,14 +543,20 @@ happens if AGENT has already left."
 ;;; What the sidecar asks and tells
 
 (defun lispm-agent-describe (agent)
-  "Return AGENT as the agents see it: a plist for JSON."
-  (list :name (lispm-agent-name agent)
-        :kind (symbol-name (lispm-agent-kind agent))
-        :folder (directory-file-name (lispm-agent-folder agent))
-        :state (symbol-name (lispm-agent-display-state agent))))
+  "Return AGENT, an actor, as the agents see it: a plist for JSON.
+Its name, kind, role, folder, state (as the list shows it) and
+activity (null when nothing says)."
+  (list :name (lispm-actor-name agent)
+        :kind (symbol-name (lispm-actor-kind agent))
+        :role (symbol-name (lispm-actor-effective-role agent))
+        :folder (directory-file-name (lispm-actor-folder agent))
+        :state (symbol-name (lispm-agent-display-state agent))
+        :activity (if-let* ((activity (lispm-actor-activity agent)))
+                      (symbol-name activity)
+                    :null)))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) _params)
-  "Return every live agent with its name, kind, folder and state."
+  "Return every live actor with its name, kind, role, folder, state and activity."
   (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))))
 
 (defun lispm-agent-from-params (params)
@@ -483,7 +566,7 @@ PARAMS is a request's plist from the sidecar: `:name', and optionally
 agent of the same name."
   (when-let* ((agent (lispm-agent-get (plist-get params :name))))
     (when (or (null (plist-get params :instance))
-              (eql (plist-get params :instance) (lispm-agent-serial agent)))
+              (eql (plist-get params :instance) (lispm-actor-serial agent)))
       agent)))
 
 (cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-connected)) params)
@@ -492,8 +575,10 @@ agent of the same name."
     (lispm-agents--set-state agent 'running)))
 
 (cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/agent-activity)) params)
-  "Record the activity and queued messages PARAMS report for an agent."
-  (when-let* ((agent (lispm-agent-from-params params)))
+  "Record the activity and queued messages PARAMS report for an agent.
+Only a terminal agent's: an actor without a terminal tells its own."
+  (when-let* ((agent (lispm-agent-from-params params))
+              ((lispm-agent-p agent)))
     (let ((activity (pcase (plist-get params :activity)
                       ("idle" 'idle) ("busy" 'busy)
                       ("waiting-for-approval" 'waiting-for-approval)
@@ -509,16 +594,18 @@ agent of the same name."
         (lispm-agents--changed)))))
 
 (defun lispm-agent-display-state (agent)
-  "Return the state of AGENT to show in the list, a symbol.
-Once the CLI has reached its server, its activity (idle, busy,
-waiting-for-approval) when its records tell one, else `running'."
-  (or (and (eq (lispm-agent-state agent) 'running) (lispm-agent-activity agent))
-      (lispm-agent-state agent)))
+  "Return the state of AGENT, an actor, to show in the list, a symbol.
+Once it runs (a terminal agent's CLI has reached its server), its
+activity (idle, busy, waiting-for-approval, ...) when one is known,
+else `running'."
+  (or (and (eq (lispm-actor-state agent) 'running) (lispm-actor-activity agent))
+      (lispm-actor-state agent)))
 
 (defun lispm-agents--reregister ()
   "Give a restarted sidecar every live agent back, with the same port and token."
   (dolist (agent (lispm-agents))
-    (when-let* ((port (lispm-agent-port agent)))
+    (when-let* (((lispm-agent-p agent))
+                (port (lispm-agent-port agent)))
       (lispm-sidecar-async-request
        'lispm/agent-start
        (append

@@ -118,8 +118,8 @@ kinds that runs without asking; denials are always recorded."
   "Return non-nil if APPROVAL was asked by AGENT (same name and serial)."
   (let ((asker (lispm-approval-agent approval)))
     (or (eq asker agent)
-        (and (equal (lispm-agent-name asker) (lispm-agent-name agent))
-             (eql (lispm-agent-serial asker) (lispm-agent-serial agent))))))
+        (and (equal (lispm-actor-name asker) (lispm-actor-name agent))
+             (eql (lispm-actor-serial asker) (lispm-actor-serial agent))))))
 
 (defun lispm-approvals-for-agent (agent)
   "Return the pending approvals of AGENT, oldest first."
@@ -140,8 +140,8 @@ kinds that runs without asking; denials are always recorded."
 
 (defun lispm-approvals--relative (agent file)
   "Return FILE as AGENT would name it: relative to its folder if inside it."
-  (let ((folder (lispm-agent-folder agent))
-        (file (expand-file-name file (lispm-agent-folder agent))))
+  (let ((folder (lispm-actor-folder agent))
+        (file (expand-file-name file (lispm-actor-folder agent))))
     (if (and folder (file-in-directory-p file folder))
         (file-relative-name file folder)
       (abbreviate-file-name file))))
@@ -247,7 +247,7 @@ Each section is one approval.  On a section:
          (target (lispm-approval-target approval))
          (kind (lispm-approval-kind approval)))
     (insert (propertize (format "%s  " (lispm-approval-id approval)) 'face 'shadow)
-            (propertize (lispm-agent-name agent) 'face 'lispm-approvals-agent)
+            (propertize (lispm-actor-name agent) 'face 'lispm-approvals-agent)
             (format " (role %s) asks for " (or (lispm-approval-role approval)
                                                lispm-policy-default-role))
             (propertize (symbol-name kind) 'face 'lispm-approvals-kind))
@@ -262,7 +262,7 @@ Each section is one approval.  On a section:
     (lispm-approvals--button "[Allow for session]"
                              (lambda () (lispm-approvals-allow-session approval))
                              (format "Let %s do any %s its role asks about until it closes"
-                                     (lispm-agent-name agent) kind))
+                                     (lispm-actor-name agent) kind))
     (lispm-approvals--button "[Deny...]"
                              (lambda () (call-interactively
                                          (lambda (reason)
@@ -271,7 +271,7 @@ Each section is one approval.  On a section:
                              "Refuse, with a reason the agent reads")
     (insert "\n")
     (dolist (file (plist-get target :files))
-      (let ((absolute (expand-file-name file (lispm-agent-folder agent))))
+      (let ((absolute (expand-file-name file (lispm-actor-folder agent))))
         (insert "  File: "
                 (propertize (lispm-approvals--relative agent absolute)
                             'lispm-approvals-file absolute
@@ -281,7 +281,7 @@ Each section is one approval.  On a section:
     (when-let* ((diff (plist-get target :diff)))
       (lispm-approvals--insert-block (lispm-approvals--fontify diff #'diff-mode)))
     (when-let* ((command (plist-get target :command)))
-      (let ((directory (or (plist-get target :directory) (lispm-agent-folder agent))))
+      (let ((directory (or (plist-get target :directory) (lispm-actor-folder agent))))
         (insert "  In: " (propertize (abbreviate-file-name directory)
                                      'lispm-approvals-file directory
                                      'face 'link
@@ -421,7 +421,7 @@ DECISION is a symbol: `allow', `allow-session', `deny' or `withdrawn'."
   (condition-case err
       (lispm-sidecar-notify
        'lispm/audit
-       (list :agent (lispm-agent-name agent)
+       (list :agent (lispm-actor-name agent)
              :role (symbol-name (or role lispm-policy-default-role))
              :kind (symbol-name kind)
              :what what
@@ -453,8 +453,8 @@ This returns at once, never waiting for the user.  Later CALLBACK is
 called exactly once with a plist: (:decision allow), (:decision allow
 :for-session t), (:decision deny :reason REASON), or (:decision
 withdrawn :reason REASON) when AGENT leaves before anyone decided."
-  (unless (lispm-agent-p agent)
-    (lispm-signal 'lispm-approvals-error (list agent) "Not an agent: %S" agent))
+  (unless (lispm-actor-p agent)
+    (lispm-signal 'lispm-approvals-error (list agent) "Not an actor: %S" agent))
   (unless (and kind (symbolp kind))
     (lispm-signal 'lispm-approvals-error (list kind) "Not a kind of action: %S" kind))
   (unless (functionp callback)
@@ -468,14 +468,14 @@ withdrawn :reason REASON) when AGENT leaves before anyone decided."
                    :time (float-time)
                    :registered (lispm-agent-live-p agent))))
     (setq lispm-approvals--pending (append lispm-approvals--pending (list approval)))
-    (if (eq (lispm-agent-state agent) 'exited)
+    (if (eq (lispm-actor-state agent) 'exited)
         ;; Gone already: withdraw it, but later, as promised.
         (run-at-time 0 nil #'lispm-approvals--withdraw-gone)
       (let ((buffer (lispm-approvals--buffer)))
         (lispm-approvals--changed)
         (ignore-errors (display-buffer buffer lispm-approvals-display-action))
         (message "LispM: %s asks for %s: %s (see %s)"
-                 (lispm-agent-name agent) kind (lispm-approvals--summary approval)
+                 (lispm-actor-name agent) kind (lispm-approvals--summary approval)
                  lispm-approvals-buffer-name)))
     (lispm-approval-id approval)))
 
@@ -500,7 +500,7 @@ nil if APPROVAL no longer waits."
         (condition-case err
             (funcall (lispm-approval-callback approval) result)
           (error (message "LispM: answering %s's approval %s failed: %s"
-                          (lispm-agent-name agent) (lispm-approval-id approval)
+                          (lispm-actor-name agent) (lispm-approval-id approval)
                           (error-message-string err)))))
       (when (eq decision 'allow-session)
         (lispm-approvals--settle-granted agent kind))
@@ -544,7 +544,7 @@ APPROVAL may be an approval or its id."
   (interactive)
   (let ((approval (lispm-approvals--pending-or-error approval)))
     (lispm-approvals--resolve approval 'allow)
-    (message "LispM: allowed %s's %s" (lispm-agent-name (lispm-approval-agent approval))
+    (message "LispM: allowed %s's %s" (lispm-actor-name (lispm-approval-agent approval))
              (lispm-approval-kind approval))))
 
 (defun lispm-approvals-allow-session (&optional approval)
@@ -556,7 +556,7 @@ or its id."
   (let ((approval (lispm-approvals--pending-or-error approval)))
     (lispm-approvals--resolve approval 'allow-session)
     (message "LispM: allowed %s for %s until it closes" (lispm-approval-kind approval)
-             (lispm-agent-name (lispm-approval-agent approval)))))
+             (lispm-actor-name (lispm-approval-agent approval)))))
 
 (defun lispm-approvals-deny (&optional approval reason)
   "Deny APPROVAL, the one at point, with REASON for the agent to read.
@@ -569,7 +569,7 @@ APPROVAL may be an approval or its id."
                     "denied by the user"
                   reason)))
     (lispm-approvals--resolve approval 'deny reason)
-    (message "LispM: denied %s's %s" (lispm-agent-name (lispm-approval-agent approval))
+    (message "LispM: denied %s's %s" (lispm-actor-name (lispm-approval-agent approval))
              (lispm-approval-kind approval))))
 
 (defun lispm-approvals-withdraw (approval &optional reason)
@@ -582,7 +582,7 @@ Return non-nil if it was waiting."
 (defun lispm-approvals--gone-p (approval)
   "Return non-nil if APPROVAL's agent has left."
   (let ((agent (lispm-approval-agent approval)))
-    (or (eq (lispm-agent-state agent) 'exited)
+    (or (eq (lispm-actor-state agent) 'exited)
         (and (lispm-approval-registered approval)
              (not (lispm-agent-live-p agent))))))
 
@@ -592,7 +592,7 @@ Return non-nil if it was waiting."
     (when (lispm-approvals--gone-p approval)
       (lispm-approvals--resolve
        approval 'withdrawn
-       (format "%s closed" (lispm-agent-name (lispm-approval-agent approval)))))))
+       (format "%s closed" (lispm-actor-name (lispm-approval-agent approval)))))))
 
 (add-hook 'lispm-agents-changed-hook #'lispm-approvals--withdraw-gone)
 
@@ -617,7 +617,7 @@ Denials, and allowed actions of a kind in
         (pcase decision
           ('deny
            (let ((reason (format "%s is denied to %s (role %s) by LispM's policy"
-                                 kind (lispm-agent-name agent) role)))
+                                 kind (lispm-actor-name agent) role)))
              (lispm-approvals--audit agent role kind what 'deny reason)
              (funcall callback (list :decision 'deny :reason reason))))
           (_
@@ -663,16 +663,17 @@ Denials, and allowed actions of a kind in
   (lispm-approvals--render))
 
 (defun lispm-approvals-visit ()
-  "Visit the file or folder under point, or else the asking agent's terminal."
+  "Visit the file or folder under point, or else the asking agent's buffer.
+A terminal agent's buffer is its terminal (see `lispm-actor-home-buffer')."
   (interactive)
   (if-let* ((file (get-text-property (point) 'lispm-approvals-file)))
       (if (file-exists-p file)
           (find-file-other-window file)
         (user-error "%s does not exist yet" (abbreviate-file-name file)))
-    (let ((buffer (lispm-agent-buffer (lispm-approval-agent (lispm-approvals--at-point)))))
+    (let ((buffer (lispm-actor-home-buffer (lispm-approval-agent (lispm-approvals--at-point)))))
       (if (buffer-live-p buffer)
           (pop-to-buffer buffer)
-        (user-error "That agent has no terminal open")))))
+        (user-error "That agent has no buffer open")))))
 
 ;;;###autoload
 (defun lispm-approvals-show (&optional agent)
@@ -688,7 +689,7 @@ In the agent list, AGENT is the agent on the current line."
     (cond (first (lispm-approvals--goto first)
                  (set-window-start nil (point)))
           ((and agent lispm-approvals--pending)
-           (message "LispM: nothing of %s's waits" (lispm-agent-name agent)))
+           (message "LispM: nothing of %s's waits" (lispm-actor-name agent)))
           ((null lispm-approvals--pending)
            (message "LispM: nothing waits for your approval")))))
 

@@ -48,7 +48,7 @@
   "Find the tools and skills PARAMS' query names."
   (let ((agent (lispm-calls--agent params)))
     (list :results (vconcat (lispm-tools-search (or (plist-get params :query) "")
-                                                (lispm-agent-folder agent))))))
+                                                (lispm-actor-folder agent))))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/skill)) params)
   "Load the skill PARAMS name for the agent they name."
@@ -64,7 +64,7 @@
 (defun lispm-calls--audit (agent role tool args decision &optional reason)
   "Record in the ledger the DECISION on AGENT (of ROLE) calling TOOL with ARGS."
   (lispm-sidecar-notify 'lispm/audit
-                        (list :agent (lispm-agent-name agent) :role (symbol-name role)
+                        (list :agent (lispm-actor-name agent) :role (symbol-name role)
                               :kind (symbol-name (lispm-tool-kind tool))
                               :what (lispm-calls--summary tool args)
                               :decision (symbol-name decision)

@@ -786,7 +786,8 @@ With `make_frontmost' false, the file is visited in the background."
 (defun lispm-ide--claude-agents ()
   "Return the live Claude agents with a live terminal, oldest first."
   (cl-loop for agent in (lispm-agents)
-           when (and (eq (lispm-agent-kind agent) 'claude)
+           when (and (lispm-agent-p agent)
+                     (eq (lispm-agent-kind agent) 'claude)
                      (buffer-live-p (lispm-agent-buffer agent)))
            collect agent))
 

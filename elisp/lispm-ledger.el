@@ -95,7 +95,7 @@
   "Limit the view to what AGENT sent or received; empty means everyone."
   (interactive
    (list (completing-read "Agent (empty for all): "
-                          (mapcar #'lispm-agent-name (lispm-agents))))
+                          (mapcar #'lispm-actor-name (lispm-agents))))
    lispm-ledger-mode)
   (setq lispm-ledger--agent (and (not (string-empty-p agent)) agent))
   (revert-buffer))
@@ -122,7 +122,7 @@
   "Show the ledger of LispM's messages, newest first.
 With a prefix argument, ask for the AGENT whose messages to show."
   (interactive (list (and current-prefix-arg
-                          (completing-read "Agent: " (mapcar #'lispm-agent-name (lispm-agents))))))
+                          (completing-read "Agent: " (mapcar #'lispm-actor-name (lispm-agents))))))
   (let ((buffer (get-buffer-create lispm-ledger-buffer-name)))
     (with-current-buffer buffer
       (unless (derived-mode-p 'lispm-ledger-mode)

@@ -44,7 +44,7 @@
   "The list of LispM's agents.
 \\{lispm-list-mode-map}"
   (setq tabulated-list-format
-        [("Name" 12 t) ("Kind" 8 t) ("Folder" 36 t) ("State" 20 t)
+        [("Name" 12 t) ("Kind" 8 t) ("Role" 10 t) ("Folder" 36 t) ("State" 20 t)
          ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)
          ("Approvals" 9 t :right-align t)])
   (setq tabulated-list-padding 1)
@@ -74,13 +74,16 @@
 (defun lispm-list--entry (agent)
   "Return the tabulated-list entry of AGENT."
   (let ((state (symbol-name (lispm-agent-display-state agent))))
-    (list (lispm-agent-name agent)
-          (vector (lispm-agent-name agent)
-                  (symbol-name (lispm-agent-kind agent))
-                  (abbreviate-file-name (lispm-agent-folder agent))
+    (list (lispm-actor-name agent)
+          (vector (lispm-actor-name agent)
+                  (symbol-name (lispm-actor-kind agent))
+                  (symbol-name (lispm-actor-effective-role agent))
+                  (abbreviate-file-name (lispm-actor-folder agent))
                   (propertize state 'face (intern-soft (concat "lispm-list-" state)))
-                  (number-to-string (lispm-agent-queued agent))
-                  (if-let* ((port (lispm-agent-port agent))) (number-to-string port) "")
+                  (if (lispm-agent-p agent) (number-to-string (lispm-agent-queued agent)) "")
+                  (if-let* ((port (and (lispm-agent-p agent) (lispm-agent-port agent))))
+                      (number-to-string port)
+                    "")
                   (let ((waiting (if (fboundp 'lispm-approvals-count)
                                      (lispm-approvals-count agent)
                                    0)))
@@ -108,17 +111,17 @@
       (user-error "No agent on this line")))
 
 (defun lispm-list-visit ()
-  "Visit the terminal of the agent on this line."
+  "Visit the buffer of the agent on this line: a terminal agent's terminal."
   (interactive nil lispm-list-mode)
-  (let ((buffer (lispm-agent-buffer (lispm-list--agent))))
+  (let ((buffer (lispm-actor-home-buffer (lispm-list--agent))))
     (if (buffer-live-p buffer)
         (pop-to-buffer buffer)
-      (user-error "That agent's terminal is not open yet"))))
+      (user-error "That agent's buffer is not open yet"))))
 
 (defun lispm-list--close-warning (agent)
   "Return why closing AGENT now would cut something short, or nil."
   (let ((state (lispm-agent-display-state agent))
-        (queued (lispm-agent-queued agent)))
+        (queued (if (lispm-agent-p agent) (lispm-agent-queued agent) 0)))
     (cond ((eq state 'busy) "is working")
           ((eq state 'waiting-for-approval) "waits for your approval in its terminal")
           ((> queued 0) (format "has %d message%s waiting" queued (if (= queued 1) "" "s"))))))
@@ -131,7 +134,7 @@ waiting for it; an idle agent closes at once."
   (let* ((agent (lispm-list--agent))
          (warning (lispm-list--close-warning agent)))
     (when (or (null warning)
-              (y-or-n-p (format "%s %s; close it anyway? " (lispm-agent-name agent) warning)))
+              (y-or-n-p (format "%s %s; close it anyway? " (lispm-actor-name agent) warning)))
       (lispm-agent-close agent))))
 
 ;;;###autoload

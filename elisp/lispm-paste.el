@@ -96,8 +96,8 @@ holds what the sidecar would have cleaned (see `lispm-paste--unclean')."
                      (lispm-term-send buffer "\r"))))))
 
 (defun lispm-paste--agent (params)
-  "Return the live agent PARAMS name, or signal `lispm-unknown-agent'."
-  (or (lispm-agent-from-params params)
+  "Return the live terminal agent PARAMS name, or signal `lispm-unknown-agent'."
+  (or (let ((agent (lispm-agent-from-params params))) (and (lispm-agent-p agent) agent))
       (lispm-signal 'lispm-unknown-agent
                     (list (plist-get params :name) (plist-get params :instance))
                     "no live agent %s (instance %s)"

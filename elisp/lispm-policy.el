@@ -141,7 +141,7 @@ not a slash.  A PATTERN without a slash matches a name in any directory."
   "Return FILE relative to AGENT's folder, or nil if it lies outside it.
 Symbolic links are followed, so a link out of the folder is outside."
   (let* ((folder (file-name-as-directory
-                  (file-truename (lispm-agent-folder agent))))
+                  (file-truename (lispm-actor-folder agent))))
          (true (file-truename (expand-file-name file folder))))
     (when (string-prefix-p folder true)
       (substring true (length folder)))))
@@ -176,9 +176,9 @@ Symbolic links are followed, so a link out of the folder is outside."
       (if (memq decision lispm-policy-decisions) decision 'ask))))
 
 (defun lispm-policy--check-args (agent kind)
-  "Signal a `lispm-policy-error' unless AGENT is an agent and KIND a symbol."
-  (unless (lispm-agent-p agent)
-    (signal 'lispm-policy-error (list "Not an agent" agent)))
+  "Signal a `lispm-policy-error' unless AGENT is an actor and KIND a symbol."
+  (unless (lispm-actor-p agent)
+    (signal 'lispm-policy-error (list "Not an actor" agent)))
   (unless (and kind (symbolp kind))
     (signal 'lispm-policy-error (list "Not a kind of action" kind))))
 
@@ -220,8 +220,8 @@ session (`lispm-policy-grant'); a `deny' stays."
 
 (defun lispm-policy--grant-of-p (grant agent)
   "Return non-nil if GRANT was given to AGENT: same name and same serial."
-  (and (equal (lispm-policy--grant-name grant) (lispm-agent-name agent))
-       (eql (lispm-policy--grant-serial grant) (lispm-agent-serial agent))))
+  (and (equal (lispm-policy--grant-name grant) (lispm-actor-name agent))
+       (eql (lispm-policy--grant-serial grant) (lispm-actor-serial agent))))
 
 (defun lispm-policy--grant-live-p (grant)
   "Return non-nil if GRANT's agent has not left.
@@ -238,8 +238,8 @@ Actions its role denies stay denied."
   (lispm-policy--check-args agent kind)
   (unless (lispm-policy-granted-p agent kind)
     (push (lispm-policy--grant-make :agent agent
-                                    :name (lispm-agent-name agent)
-                                    :serial (lispm-agent-serial agent)
+                                    :name (lispm-actor-name agent)
+                                    :serial (lispm-actor-serial agent)
                                     :kind kind
                                     :registered (lispm-agent-live-p agent))
           lispm-policy--grants))

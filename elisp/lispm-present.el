@@ -63,11 +63,12 @@
                            (button-get button 'lispm-link-target)))
 
 (defun lispm-present--visit-agent (button)
-  "Visit the terminal of the agent BUTTON names."
-  (let ((agent (lispm-agent-get (button-get button 'lispm-agent))))
-    (unless (and agent (buffer-live-p (lispm-agent-buffer agent)))
+  "Visit the buffer of the agent BUTTON names: a terminal agent's terminal."
+  (let* ((agent (lispm-agent-get (button-get button 'lispm-agent)))
+         (buffer (and agent (lispm-actor-home-buffer agent))))
+    (unless (buffer-live-p buffer)
       (user-error "%s is not running" (button-get button 'lispm-agent)))
-    (pop-to-buffer (lispm-agent-buffer agent))))
+    (pop-to-buffer buffer)))
 
 (defun lispm-present--button (string beg end type &rest properties)
   "Make BEG..END of STRING, in place, a button of TYPE with PROPERTIES."
@@ -90,7 +91,7 @@
 
 (defun lispm-present--agent-buttons (text)
   "Make the names of live agents in TEXT buttons, outside links; return TEXT."
-  (when-let* ((names (mapcar #'lispm-agent-name (lispm-agents))))
+  (when-let* ((names (mapcar #'lispm-actor-name (lispm-agents))))
     (let ((regexp (rx-to-string
                    `(seq (or bos (not (any alnum "-_")))
                          (group (or ,@names))

@@ -144,7 +144,8 @@ cannot be read as LispM wrote it."
             (or (not (numberp recorded)) (< (abs (- started recorded)) 2)))))))
 
 (defun lispm-resume--record (agent)
-  "Return what is remembered of AGENT."
+  "Return what is remembered of AGENT, a terminal agent.
+Actors without a terminal are not remembered here."
   (list :name (lispm-agent-name agent)
         :kind (lispm-agent-kind agent)
         :folder (lispm-agent-folder agent)
@@ -170,7 +171,7 @@ EDIT is called with the lives of Emacsen that are no longer running and
 returns them as they are to be kept.  CLEAN marks this Emacs's agents as
 left by a clean exit.  An agent of a name that runs here now is no longer
 remembered from an earlier Emacs: it was resumed, or replaced."
-  (let* ((agents (mapcar #'lispm-resume--record (lispm-agents)))
+  (let* ((agents (mapcar #'lispm-resume--record (cl-remove-if-not #'lispm-agent-p (lispm-agents))))
          (names (mapcar (lambda (a) (plist-get a :name)) agents))
          (lives (lispm-resume--lives))
          (others (cl-remove-if (lambda (life) (eql (plist-get life :emacs-pid) (emacs-pid)))
@@ -188,7 +189,7 @@ remembered from an earlier Emacs: it was resumed, or replaced."
 (defun lispm-resume--save ()
   "Remember this Emacs's agents, if they changed since they were last written."
   (unless lispm-resume--exited
-    (let ((agents (mapcar #'lispm-resume--record (lispm-agents))))
+    (let ((agents (mapcar #'lispm-resume--record (cl-remove-if-not #'lispm-agent-p (lispm-agents)))))
       (unless (equal agents lispm-resume--saved)
         (condition-case err
             (lispm-resume--update #'identity)

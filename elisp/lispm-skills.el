@@ -172,7 +172,7 @@ the user's over an app's."
   (let ((roots (delete-dups
                 (delq nil (mapcar #'lispm-skills--project-root
                                   (if folder (list folder)
-                                    (mapcar #'lispm-agent-folder (lispm-agents)))))))
+                                    (mapcar #'lispm-actor-folder (lispm-agents)))))))
         skills)
     (dolist (root roots)
       (dolist (file (lispm-skills--files
@@ -329,7 +329,7 @@ else `:reason' says why not and how the user can trust it
 \(`lispm-trust-project').  Signal
 `lispm-skill-unknown' for an unknown skill and `lispm-skill-broken'
 for one whose code does not read, before anything is evaluated."
-  (let* ((folder (and agent (lispm-agent-folder agent)))
+  (let* ((folder (and agent (lispm-actor-folder agent)))
          (skill (or (lispm-skills-get name folder)
                     (lispm-signal
                      'lispm-skill-unknown (list name) "Unknown skill %s; the skills are: %s" name

@@ -512,10 +512,10 @@ replacing each with its truename."
 
 (defun lispm-tools--folder (agent)
   "Return AGENT's folder: a truename with a trailing slash."
-  (let ((folder (and (lispm-agent-p agent) (lispm-agent-folder agent))))
+  (let ((folder (and (lispm-actor-p agent) (lispm-actor-folder agent))))
     (unless (stringp folder)
       (lispm-tools--signal 'lispm-tool-error "Agent %S has no folder"
-                           (and (lispm-agent-p agent) (lispm-agent-name agent))))
+                           (and (lispm-actor-p agent) (lispm-actor-name agent))))
     (let ((file-name-handler-alist nil))
       (file-name-as-directory (file-truename folder)))))
 

@@ -351,6 +351,8 @@ class EmacsAgent(TypedDict):
     kind: str
     folder: str
     state: str
+    role: NotRequired[str]
+    activity: NotRequired[str | None]
 
 
 class ListAgentsResult(TypedDict):

@@ -86,9 +86,9 @@
         (should (file-exists-p (lispm-e2e-holon--skill "holon")))
         (should (member "holon" (lispm-e2e-holon--registry-ids)))
         (should (equal (lispm-agent-describe holon)
-                       (list :name "holon" :kind "holon"
+                       (list :name "holon" :kind "holon" :role "default"
                              :folder (directory-file-name (lispm-e2e-project "project"))
-                             :state "idle")))
+                             :state "idle" :activity "idle")))
         ;; Claude's first prompt: it takes messages from now on.
         (lispm-e2e-submit claude "Hello Claude.")
         (lispm-e2e-wait-activity claude 'idle 60)

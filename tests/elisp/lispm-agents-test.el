@@ -61,10 +61,72 @@
     (lispm-agents-test--add "codex" 'codex)
     (setf (lispm-agent-state (lispm-agent-get "claude")) 'running)
     (should (equal (lispm-sidecar-dispatch-request 'emacs/list-agents nil)
-                   '(:agents [(:name "claude" :kind "claude" :folder "/tmp" :state "running")
-                              (:name "codex" :kind "codex" :folder "/tmp" :state "starting")])))
+                   '(:agents [(:name "claude" :kind "claude" :role "default" :folder "/tmp"
+                                     :state "running" :activity :null)
+                              (:name "codex" :kind "codex" :role "default" :folder "/tmp"
+                                     :state "starting" :activity :null)])))
     (mapc #'lispm-agents-unregister (lispm-agents))
     (should (equal (lispm-sidecar-dispatch-request 'emacs/list-agents nil) '(:agents [])))))
+
+;;; Actors without a terminal
+
+(cl-defstruct (lispm-agents-test--actor (:include lispm-actor)
+                                        (:constructor lispm-agents-test--actor-make)
+                                        (:copier nil))
+  "An actor without a terminal, as LispM's own agent is one."
+  (left nil :documentation "Set when `lispm-actor-left' ran for it."))
+
+(cl-defmethod lispm-actor-left ((actor lispm-agents-test--actor))
+  "Note that ACTOR left."
+  (setf (lispm-agents-test--actor-left actor) t))
+
+(ert-deftest lispm-agents-test-an-actor-without-a-terminal-joins-the-registry ()
+  (lispm-agents-test--with-registry
+    (let* ((changes 0)
+           (lispm-agents-changed-hook (list (lambda () (cl-incf changes))))
+           (first (lispm-agents-add-actor
+                   (lispm-agents-test--actor-make :name "emacs" :kind 'lispm :folder "/tmp"
+                                                  :state 'running :activity 'idle)))
+           (codex (lispm-agents-register 'codex "/tmp/" nil nil 'reviewer))
+           (second (lispm-agents-add-actor
+                    (lispm-agents-test--actor-make :name "emacs" :kind 'lispm
+                                                   :folder "/tmp/" :role 'reviewer))))
+      (should (= changes 3))
+      (should (equal (mapcar #'lispm-actor-name (lispm-agents)) '("emacs" "codex" "emacs-2")))
+      (should (equal (mapcar #'lispm-actor-serial (lispm-agents)) '(1 2 3)))
+      (should (equal (lispm-actor-folder first) "/tmp/"))
+      (should (eq (lispm-actor-role first) lispm-policy-default-role))
+      (should (eq (lispm-actor-role second) 'reviewer))
+      (should (eq (lispm-actor-role codex) 'reviewer))
+      (should (eq (lispm-agent-from-params '(:name "emacs" :instance 1)) first))
+      (should-not (lispm-agent-from-params '(:name "emacs" :instance 3)))
+      ;; Everyone sees it, with what it is doing.
+      (should (equal (aref (plist-get (lispm-sidecar-dispatch-request 'emacs/list-agents nil)
+                                      :agents)
+                           0)
+                     '(:name "emacs" :kind "lispm" :role "default" :folder "/tmp"
+                             :state "idle" :activity "idle")))
+      (lispm-agents-set-activity first 'running-tool)
+      (should (= changes 4))
+      (lispm-agents-set-activity first 'running-tool)
+      (should (= changes 4))
+      (should (equal (plist-get (lispm-agent-describe first) :state) "running-tool"))
+      ;; A terminal's activity report never lands on it.
+      (lispm-sidecar-handle-notification 'lispm/agent-activity
+                                         '(:name "emacs" :instance 1 :activity "busy"))
+      (should (eq (lispm-actor-activity first) 'running-tool))
+      ;; It leaves as any agent does.
+      (lispm-agent-close first)
+      (should-not (lispm-agent-live-p first))
+      (should (eq (lispm-actor-state first) 'exited))
+      (should (lispm-agents-test--actor-left first))
+      (should-not (lispm-agents-test--actor-left second))
+      (should (equal (mapcar #'lispm-actor-name (lispm-agents)) '("codex" "emacs-2")))
+      (should-error (lispm-agents-add-actor
+                     (lispm-agents-test--actor-make :name "x" :kind 'lispm
+                                                    :folder "/nonexistent/folder/"))
+                    :type 'user-error)
+      (should-error (lispm-agents-add-actor "emacs") :type 'wrong-type-argument))))
 
 (ert-deftest lispm-agents-test-connected-marks-running ()
   (lispm-agents-test--with-registry

@@ -57,5 +57,25 @@ terminal; close it anyway? ")
         (should (equal (lispm-list-test--close t) question))
         (should-not (lispm-agent-live-p agent))))))
 
+(ert-deftest lispm-list-test-every-actor-shows-with-its-role ()
+  (lispm-test-with-agent (agent :folder "/tmp/" :state 'running :activity 'idle)
+    (let ((own (lispm-test-add-actor :folder "/tmp/" :role 'reviewer :activity 'running-tool)))
+      (with-temp-buffer
+        (lispm-list-mode)
+        (lispm-list--fill)
+        (should (equal (mapcar (lambda (entry) (seq-take (append (cadr entry) nil) 5))
+                               tabulated-list-entries)
+                       '(("codex" "codex" "default" "/tmp/" "idle")
+                         ("emacs" "lispm" "reviewer" "/tmp/" "running-tool"))))
+        ;; An actor without a terminal has no queue or port of its own here.
+        (should (equal (seq-subseq (cadr (assoc "emacs" tabulated-list-entries)) 5 7)
+                       ["" ""]))
+        (tabulated-list-print)
+        (goto-char (point-min))
+        (while (not (equal (tabulated-list-get-id) "emacs")) (forward-line 1))
+        (should (equal (lispm-list-test--close nil) nil))
+        (should-not (lispm-agent-live-p own))
+        (should (lispm-agent-live-p agent))))))
+
 (provide 'lispm-list-test)
 ;;; lispm-list-test.el ends here

@@ -178,18 +178,34 @@ In BODY, `folder' is a fresh directory (a truename, with a slash)."
 
 (ert-deftest lispm-policy-test-unregistered-agent-keeps-grants-until-revoked ()
   (lispm-policy-test--with-agents
-    ;; LispM's own agent is never in the registry, so no front door
-    ;; makes it: it is a bare record, as it will be.
-    (let ((own (lispm-agent--make :name "lispm" :kind 'lispm :folder folder :serial 99))
+    ;; An actor that was never in the registry: a bare record.
+    (let ((own (lispm-test-actor--make :name "lispm" :kind 'lispm :folder folder :serial 99))
           (codex (lispm-policy-test--agent "codex" folder)))
       (lispm-policy-grant own 'shell)
       (lispm-agents-unregister codex)
       (should (eq (lispm-policy-decide own nil 'shell '(:command "ls")) 'allow))
       ;; Another of the same name, but not the same serial, has no grant.
-      (let ((other (lispm-agent--make :name "lispm" :kind 'lispm :folder folder :serial 100)))
+      (let ((other (lispm-test-actor--make :name "lispm" :kind 'lispm :folder folder
+                                           :serial 100)))
         (should (eq (lispm-policy-decide other nil 'shell '(:command "ls")) 'ask)))
       (lispm-policy-revoke own)
       (should (eq (lispm-policy-decide own nil 'shell '(:command "ls")) 'ask)))))
+
+(ert-deftest lispm-policy-test-an-actor-without-a-terminal-is-decided-by-its-role ()
+  (lispm-policy-test--with-agents
+    (let* ((lispm-policy-roles '((default (read allow) (edit ask))
+                                 (reviewer (read allow) (edit deny))))
+           (own (lispm-test-add-actor :folder folder))
+           (reviewer (lispm-test-add-actor :name "reviewer" :folder folder :role 'reviewer))
+           (file (list :files (list (expand-file-name "a.el" folder)))))
+      (should (eq (lispm-policy-decide own (lispm-actor-role own) 'edit file) 'ask))
+      (should (eq (lispm-policy-decide reviewer (lispm-actor-role reviewer) 'edit file) 'deny))
+      (lispm-policy-grant own 'edit)
+      (should (eq (lispm-policy-decide own nil 'edit file) 'allow))
+      ;; Its grants go when it leaves, as a terminal agent's do.
+      (lispm-agents-unregister own)
+      (should-not (lispm-policy-granted-p own 'edit))
+      (should-error (lispm-policy-decide "emacs" nil 'edit file) :type 'lispm-policy-error))))
 
 (defun lispm-policy-test--type-accepts-p (type value)
   "Return non-nil if the Customize TYPE accepts VALUE."

@@ -8,7 +8,8 @@
 ;; closes; both run `lispm-agents-changed-hook'.  Nothing is launched.
 ;;
 ;; `lispm-test-with-registry' gives a test a registry of its own;
-;; `lispm-test-add-agent' adds an agent to it; `lispm-test-with-agent'
+;; `lispm-test-add-agent' adds an agent to it, `lispm-test-add-actor'
+;; an actor without a terminal; `lispm-test-with-agent'
 ;; does both for a test that needs one agent.  An agent leaves mid-test
 ;; by `lispm-agents-unregister'.
 
@@ -78,6 +79,27 @@ Only in `lispm-test-with-registry': outside, an agent would stay."
     (when changed
       (run-hooks 'lispm-agents-changed-hook))
     agent))
+
+(cl-defstruct (lispm-test-actor (:include lispm-actor)
+                                (:constructor lispm-test-actor--make)
+                                (:copier nil))
+  "An actor without a terminal, as LispM's own agent is one.")
+
+(defun lispm-test-add-actor (&rest keys)
+  "Register an actor without a terminal, by `lispm-agents-add-actor'; return it.
+KEYS are slots of `lispm-actor': :name (the base of its name, default
+\"emacs\"), :kind (default `lispm'), :folder (default the variable
+`temporary-file-directory'), :role, :state (default `running') and
+:activity.  Only in `lispm-test-with-registry'."
+  (unless lispm-test--registry
+    (error "`lispm-test-add-actor' outside `lispm-test-with-registry'"))
+  (lispm-agents-add-actor
+   (lispm-test-actor--make :name (or (plist-get keys :name) "emacs")
+                           :kind (or (plist-get keys :kind) 'lispm)
+                           :folder (or (plist-get keys :folder) temporary-file-directory)
+                           :role (plist-get keys :role)
+                           :state (or (plist-get keys :state) 'running)
+                           :activity (plist-get keys :activity))))
 
 (defmacro lispm-test-with-agent (spec &rest body)
   "Run BODY with an agent in a registry of its own.
