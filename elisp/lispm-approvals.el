@@ -38,6 +38,7 @@
 ;; Every decision is sent to the sidecar's ledger as `lispm/audit'.
 ;; `lispm-approvals-authorize' puts policy and approvals together: what
 ;; the policy allows or denies is answered at once, the rest is asked.
+;; It is the decision step of the one call pipeline, `lispm-calls-invoke'.
 
 ;;; Code:
 
@@ -73,8 +74,9 @@ A `display-buffer' action; the buffer is shown, never selected."
 
 (defcustom lispm-approvals-audit-automatic '(edit shell eval)
   "Kinds whose actions the policy allows at once are still audited.
-`lispm-approvals-authorize' records in the ledger every action of these
-kinds that runs without asking; denials are always recorded."
+Every tool call goes through `lispm-approvals-authorize', which records
+in the ledger every action of these kinds that runs without asking;
+denials and the user's answers are always recorded."
   :type '(repeat lispm-policy-kind))
 
 (defconst lispm-approvals-buffer-name "*LispM approvals*"
@@ -600,13 +602,20 @@ Return non-nil if it was waiting."
 
 (defun lispm-approvals-authorize (agent role kind target callback &optional title)
   "Decide whether AGENT, in ROLE, may do KIND on TARGET, asking if need be.
+This is the decision step of the one call pipeline,
+`lispm-calls-invoke', and the one place its audit rule lives.
+
 What the policy (`lispm-policy-decide') allows or denies is answered at
 once: CALLBACK is called before this returns, with (:decision allow) or
-with (:decision deny :reason REASON), and this returns nil.  What it
-asks about goes to `lispm-approvals-request', and this returns the
-approval's id; CALLBACK is called later.  TITLE names the action.
-Denials, and allowed actions of a kind in
-`lispm-approvals-audit-automatic', are recorded in the ledger."
+with (:decision deny :by policy :reason REASON), and this returns nil.
+What it asks about goes to `lispm-approvals-request', and this returns
+the approval's id; CALLBACK is called later with the user's decision
+\(see `lispm-approvals-request').  TITLE names the action.
+
+The ledger hears: every denial by the policy; every allowed action of
+a kind in `lispm-approvals-audit-automatic' (a session grant included);
+and every answer to a question, whatever its kind.  So each action is
+recorded at most once."
   (let ((decision (lispm-policy-decide agent role kind target)))
     (if (eq decision 'ask)
         (lispm-approvals-request agent role kind target callback title)
@@ -619,7 +628,7 @@ Denials, and allowed actions of a kind in
            (let ((reason (format "%s is denied to %s (role %s) by LispM's policy"
                                  kind (lispm-actor-name agent) role)))
              (lispm-approvals--audit agent role kind what 'deny reason)
-             (funcall callback (list :decision 'deny :reason reason))))
+             (funcall callback (list :decision 'deny :by 'policy :reason reason))))
           (_
            (when (memq kind lispm-approvals-audit-automatic)
              (lispm-approvals--audit agent role kind what 'allow

@@ -51,6 +51,7 @@
 ;;   -32053  lispm-ide-error                 a proposed change cannot be shown
 ;;   -32054  lispm-sidecar-error             the sidecar cannot be started
 ;;   -32055  lispm-approvals-error           an approval asked for wrongly
+;;   -32056  lispm-policy-denied             the policy or the user refused a call
 ;;   -32060  lispm-tool-unknown              no tool of that name
 ;;   -32061  lispm-tool-bad-args             arguments against the schema
 ;;   -32062  lispm-tool-not-a-directory      a directory was expected

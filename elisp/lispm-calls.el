@@ -1,4 +1,4 @@
-;;; lispm-calls.el --- Other agents calling LispM's tools, under the user's policy  -*- lexical-binding: t; -*-
+;;; lispm-calls.el --- The one call pipeline: any actor calling LispM's tools, under the policy  -*- lexical-binding: t; -*-
 
 ;; Copyright (C) 2026 The LispM authors
 
@@ -14,31 +14,180 @@
 
 ;;; Commentary:
 
+;; The one way a tool is called, by any actor: LispM's own agent, and
+;; the other agents through their MCP servers.
+;;
+;;   (lispm-calls-invoke ACTOR TOOL-NAME ARGS CALLBACK &key ON-ASK)
+;;
+;; runs, in order:
+;;
+;;   1. validate: the tool must exist (`lispm-tool-unknown') and its
+;;      arguments, a plist or a JSON object's text, match its schema
+;;      (`lispm-tool-bad-args');
+;;   2. target: what it would touch must lie in the actor's folder
+;;      (`lispm-tool-outside-folder'), refused before anyone is asked;
+;;   3. decide, with the policy of the ACTOR's role: allow runs it, deny
+;;      refuses it, ask shows it in the approvals buffer and goes on when
+;;      the user answers (`lispm-approvals-authorize');
+;;   4. run (`lispm-tools-run');
+;;   5. audit, by one rule for every caller: denials and the user's
+;;      answers always, actions allowed at once if their kind is in
+;;      `lispm-approvals-audit-automatic'.
+;;
+;; CALLBACK gets one outcome, exactly once: (:ok t :text TEXT :changes
+;; CHANGES), or (:ok nil :error MESSAGE :condition ERR).  A refusal is
+;; the condition `lispm-policy-denied', whose data is (MESSAGE KIND BY
+;; REASON): BY is `policy', `user' or `withdrawn'.
+;;
 ;; The sidecar forwards three MCP tools of every agent to Emacs:
-;; `search_tools', `skill' and `call_tool'.  A call runs as an agent of
-;; `lispm-policy-default-role', in the caller's own folder:
-;;
-;;   1. the tool must exist and its arguments match its schema;
-;;   2. what it would touch must lie in the agent's folder (refused before
-;;      anyone is asked);
-;;   3. the policy decides: allow runs it, deny refuses it, ask shows it in
-;;      the approvals buffer and answers later;
-;;   4. every decision goes to the ledger.
-;;
-;; jsonrpc.el must answer a request at once, so a call that waits (for
-;; the user, or for a shell command) answers `(:pending t)', and its
-;; result follows as the notification `lispm/tool-result'.
+;; `search_tools', `skill' and `call_tool'.  `call_tool' is glue over
+;; `lispm-calls-invoke': jsonrpc.el must answer a request at once, so a
+;; call that waits (for the user, or for a shell command) answers
+;; `(:pending t)', and its result follows as the notification
+;; `lispm/tool-result'.
 
 ;;; Code:
 
+(require 'cl-lib)
+(require 'lispm-base)
 (require 'lispm-agents)
 (require 'lispm-tools)
 (require 'lispm-skills)
 (require 'lispm-policy)
 (require 'lispm-approvals)
 
+;;; The pipeline
+
+(defun lispm-calls--tool (name)
+  "Return the registered tool NAME, or signal `lispm-tool-unknown'."
+  (or (and (stringp name) (lispm-tool-get name))
+      (lispm-signal 'lispm-tool-unknown (list name)
+                    "no tool %s; search_tools finds LispM's tools"
+                    (if (stringp name) name (format "%S" name)))))
+
+(defun lispm-calls--args (tool args)
+  "Return ARGS of a call of TOOL as a plist.
+ARGS is a plist, a hash table, nil, or the text of a JSON object (empty
+text means no arguments).  Signal `lispm-tool-bad-args' for text that
+is not valid JSON."
+  (if (not (stringp args))
+      args
+    (if (string-empty-p (string-trim args))
+        nil
+      (condition-case err
+          (let ((value (json-parse-string args :object-type 'plist)))
+            (if (and (listp value) (cl-evenp (length value)))
+                value
+              (lispm-signal 'lispm-tool-bad-args (list args)
+                            "%s: the arguments must be a JSON object, not %s"
+                            (lispm-tool-name tool)
+                            (truncate-string-to-width args 60 nil nil "..."))))
+        (json-error
+         (lispm-signal 'lispm-tool-bad-args (list args)
+                       "%s: the arguments are not valid JSON (%s): %s"
+                       (lispm-tool-name tool) (error-message-string err)
+                       (truncate-string-to-width args 60 nil nil "...")))))))
+
+(defun lispm-calls--summary (tool args)
+  "Return a one-line summary of calling TOOL with ARGS, for the audit."
+  (let ((first (and (proper-list-p args) (cadr args))))
+    (truncate-string-to-width
+     (format "%s %s" (lispm-tool-name tool) (if (stringp first) first ""))
+     200 nil nil "…")))
+
+(defun lispm-calls--failure (err &optional changes)
+  "Return the outcome of a call that failed with ERR, a condition object.
+CHANGES, if any, are what it changed before it failed."
+  (append (list :ok nil :error (lispm-error-message err) :condition err)
+          (and changes (list :changes changes))))
+
+(defun lispm-calls--outcome (result)
+  "Return the outcome of RESULT, what `lispm-tools-run' gave."
+  (if (plist-get result :ok)
+      (list :ok t :text (or (plist-get result :text) "")
+            :changes (plist-get result :changes))
+    (let* ((text (or (plist-get result :error) "failed"))
+           (condition (plist-get result :condition))
+           (err (cond ((consp condition) condition)
+                      ((and (stringp condition) (get (intern condition) 'error-conditions))
+                       (list (intern condition) text))
+                      (t (list 'lispm-tool-error text)))))
+      (append (list :ok nil :error text :condition err)
+              (and (plist-get result :changes)
+                   (list :changes (plist-get result :changes)))))))
+
+(defun lispm-calls--run (tool actor args callback)
+  "Run TOOL for ACTOR with ARGS; give CALLBACK its outcome."
+  (lispm-tools-run tool actor args
+                   (lambda (result) (funcall callback (lispm-calls--outcome result)))))
+
+(defun lispm-calls--decided (tool actor args callback answer)
+  "Go on with ACTOR's call of TOOL with ARGS after the decision ANSWER.
+ANSWER is what `lispm-approvals-authorize' gives; CALLBACK gets the
+call's outcome."
+  (pcase (plist-get answer :decision)
+    ('allow (lispm-calls--run tool actor args callback))
+    (decision
+     (funcall callback
+              (lispm-calls--failure
+               (lispm-policy-denial (lispm-tool-kind tool)
+                                    (cond ((eq decision 'withdrawn) 'withdrawn)
+                                          ((plist-get answer :by))
+                                          (t 'user))
+                                    (and (not (eq (plist-get answer :by) 'policy))
+                                         (plist-get answer :reason))
+                                    (lispm-actor-effective-role actor)))))))
+
+(cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask)
+  "Call the tool TOOL-NAME with ARGS as ACTOR, under the policy of its role.
+ACTOR is a `lispm-actor'.  ARGS is a plist with keyword keys, as
+`json-parse-string' gives with `:object-type' `plist', or the text of a
+JSON object.  The call is validated, its target confined to ACTOR's
+folder, decided by the policy of ACTOR's role (asking the user if it
+says so), run and audited; see the Commentary.
+
+CALLBACK is called exactly once, perhaps before this returns, with the
+outcome: (:ok t :text TEXT :changes CHANGES), CHANGES a list of the
+`lispm-change's the call made, or (:ok nil :error MESSAGE :condition
+ERR), ERR the condition object (SYMBOL . DATA).  (A failure inside
+the tool carries its condition's symbol and message, not its other
+data: `lispm-tools-run' keeps only those.)  A refusal is
+`lispm-policy-denied'; an unknown tool `lispm-tool-unknown'; bad or
+unreadable arguments `lispm-tool-bad-args'; a path outside the folder
+`lispm-tool-outside-folder'; and whatever the tool itself signals.
+When the user is asked, ON-ASK, if non-nil, is called with the
+`lispm-approval' before this returns.  Return nil; never signal."
+  (let* ((called nil)
+         (done (lambda (outcome)
+                 (unless called
+                   (setq called t)
+                   (funcall callback outcome))))
+         tool target)
+    (condition-case err
+        (setq tool (lispm-calls--tool tool-name)
+              args (lispm-calls--args tool args)
+              target (lispm-tool-target tool actor args))
+      (error (setq tool nil)
+             (funcall done (lispm-calls--failure err))))
+    (when tool
+      ;; Outside the `condition-case': an error of CALLBACK's own, called
+      ;; from here when the tool runs at once, is not the call's failure.
+      (let ((approval-id
+             (lispm-approvals-authorize
+              actor (lispm-actor-effective-role actor) (lispm-tool-kind tool) target
+              (lambda (answer) (lispm-calls--decided tool actor args done answer))
+              (lispm-calls--summary tool args))))
+        (when-let* ((approval (and approval-id on-ask (lispm-approvals-get approval-id))))
+          (condition-case err
+              (funcall on-ask approval)
+            (error (message "LispM: telling of approval %s failed: %s" approval-id
+                            (error-message-string err)))))))
+    nil))
+
+;;; The MCP tools that Emacs answers
+
 (defun lispm-calls--agent (params)
-  "Return the live agent PARAMS name, or signal `lispm-unknown-agent'."
+  "Return the live actor PARAMS name, or signal `lispm-unknown-agent'."
   (or (lispm-agent-from-params params)
       (lispm-signal 'lispm-unknown-agent
                     (list (plist-get params :name) (plist-get params :instance))
@@ -54,21 +203,11 @@
   "Load the skill PARAMS name for the agent they name."
   (lispm-skill-load (plist-get params :skill) (lispm-calls--agent params)))
 
-(defun lispm-calls--summary (tool args)
-  "Return a one-line summary of calling TOOL with ARGS, for the audit."
-  (let ((first (cadr args)))
-    (truncate-string-to-width
-     (format "%s %s" (lispm-tool-name tool) (if (stringp first) first ""))
-     200 nil nil "…")))
-
-(defun lispm-calls--audit (agent role tool args decision &optional reason)
-  "Record in the ledger the DECISION on AGENT (of ROLE) calling TOOL with ARGS."
-  (lispm-sidecar-notify 'lispm/audit
-                        (list :agent (lispm-actor-name agent) :role (symbol-name role)
-                              :kind (symbol-name (lispm-tool-kind tool))
-                              :what (lispm-calls--summary tool args)
-                              :decision (symbol-name decision)
-                              :reason reason)))
+(defun lispm-calls--json (outcome)
+  "Return OUTCOME as the sidecar takes a tool's result: text or error, for JSON."
+  (if (plist-get outcome :ok)
+      (list :ok t :text (plist-get outcome :text))
+    (list :ok nil :error (plist-get outcome :error))))
 
 (defun lispm-calls--finish (call-id result)
   "Send the sidecar RESULT, a plist, of the waiting call CALL-ID."
@@ -80,64 +219,26 @@ The longest a deferred tool may run (its own timeout kills it), plus
 a margin; the sidecar abandons the call after that."
   (+ (max lispm-tools-shell-timeout lispm-tools-grep-timeout) 30))
 
-(defun lispm-calls--run (tool agent args call-id)
-  "Run TOOL for AGENT with ARGS; return its result, or a pending answer.
-A result that comes later is sent as the result of CALL-ID; the pending
-answer says within how many seconds it comes."
-  (let (result (answered nil))
-    (lispm-tools-run tool agent args
-                     (lambda (value)
-                       (if answered
-                           (lispm-calls--finish call-id value)
-                         (setq result value))))
-    (setq answered t)
-    (or result (list :pending t :within (lispm-calls--running-bound)))))
-
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/call-tool)) params)
-  "Run the tool named in PARAMS for the agent named there, under the policy."
-  (let* ((agent (lispm-calls--agent params))
-         (call-id (plist-get params :call_id))
-         (args (plist-get params :args))
-         (role lispm-policy-default-role)
-         (tool (lispm-tool-get (plist-get params :tool))))
-    (condition-case err
-        (progn
-          (unless tool
-            (signal 'lispm-tool-error
-                    (list (format "no tool %s; search_tools finds LispM's tools"
-                                  (plist-get params :tool)))))
-          (lispm-tools-validate tool args)
-          (let* ((target (lispm-tool-target tool agent args))
-                 (decision (lispm-policy-decide agent role (lispm-tool-kind tool) target)))
-            (pcase decision
-              ('allow
-               (lispm-calls--audit agent role tool args 'allow "by policy")
-               (lispm-calls--run tool agent args call-id))
-              ('deny
-               (lispm-calls--audit agent role tool args 'deny "by policy")
-               (list :ok nil :error (format "%s is denied by the user's policy for role %s"
-                                            (lispm-tool-kind tool) role)))
-              (_
-               (lispm-approvals-request
-                agent role (lispm-tool-kind tool) target
-                (lambda (answer) (lispm-calls--decided tool agent args call-id answer))
-                (lispm-calls--summary tool args))
-               '(:pending t)))))
-      (lispm-error (list :ok nil :error (lispm-tools-error-message err))))))
-
-(defun lispm-calls--decided (tool agent args call-id answer)
-  "Act on the user's ANSWER to AGENT calling TOOL with ARGS, the call CALL-ID."
-  (pcase (plist-get answer :decision)
-    ('allow
-     (let ((result (lispm-calls--run tool agent args call-id)))
-       (unless (plist-get result :pending)
-         (lispm-calls--finish call-id result))))
-    (_
-     (lispm-calls--finish
-      call-id (list :ok nil
-                    :error (format "%s: %s" (if (eq (plist-get answer :decision) 'withdrawn)
-                                                "withdrawn" "denied by the user")
-                                   (or (plist-get answer :reason) "no reason given")))))))
+  "Run the tool named in PARAMS for the agent named there, under the policy.
+The answer is the result, if it is there at once; else (:pending t),
+with `:within' SECONDS when the tool is running rather than waiting for
+the user, and the result follows as `lispm/tool-result'."
+  (let ((agent (lispm-calls--agent params))
+        (call-id (plist-get params :call_id))
+        (answer nil)
+        (answered nil)
+        (asked nil))
+    (lispm-calls-invoke agent (plist-get params :tool) (plist-get params :args)
+                        (lambda (outcome)
+                          (if answered
+                              (lispm-calls--finish call-id (lispm-calls--json outcome))
+                            (setq answer (lispm-calls--json outcome))))
+                        :on-ask (lambda (_approval) (setq asked t)))
+    (setq answered t)
+    (cond (answer)
+          (asked (list :pending t))
+          (t (list :pending t :within (lispm-calls--running-bound))))))
 
 (provide 'lispm-calls)
 ;;; lispm-calls.el ends here

@@ -112,6 +112,29 @@ The first rule of the role that matches wins; with none, the answer is
 
 (define-error 'lispm-policy-error "LispM policy error" 'lispm-error)
 
+;; KIND BY REASON: the kind of action refused; who refused it, `policy'
+;; (a rule of the actor's role), `user' (who was asked) or `withdrawn'
+;; (the question went before anyone answered, e.g. its actor left);
+;; REASON, the user's words or why it was withdrawn, a string or nil.
+(lispm-define-error 'lispm-policy-denied "Denied" 'lispm-error -32056)
+
+(defun lispm-policy-denial (kind by reason &optional role)
+  "Return the `lispm-policy-denied' condition of refusing KIND, BY whom, REASON.
+Its message reads as the refused agent does: \"edit denied by the
+user: not that file\", \"eval denied by the policy of role default\"
+\(ROLE names the role), \"shell withdrawn: codex closed\"."
+  (let ((reason (and (stringp reason)
+                     (not (member (string-trim reason) '("" "denied by the user")))
+                     reason)))
+    (list 'lispm-policy-denied
+          (concat (pcase by
+                    ('policy (format "%s denied by the policy of role %s" kind
+                                     (or role lispm-policy-default-role)))
+                    ('user (format "%s denied by the user" kind))
+                    (_ (format "%s withdrawn" kind)))
+                  (if reason (concat ": " reason) ""))
+          kind by reason)))
+
 ;;; Paths
 
 (defun lispm-policy--glob-regexp (pattern)

@@ -53,7 +53,7 @@
 ;;   lispm-approvals.el the approvals buffer and its mode-line notice
 ;;   lispm-tools.el     LispM's tool registry and its base tools
 ;;   lispm-skills.el    org-file skills, and trusting a project's code
-;;   lispm-calls.el     other agents calling LispM's tools under the policy
+;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:

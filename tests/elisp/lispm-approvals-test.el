@@ -424,7 +424,7 @@
       ;; Eval while eval is denied: a clear error, nothing asked, audited.
       (should-not (lispm-approvals-authorize codex 'locked 'eval '(:form "(kill-emacs)") (car eval)))
       (should (equal (car (cdr eval))
-                     '((:decision deny
+                     '((:decision deny :by policy
                                   :reason "eval is denied to codex (role locked) by LispM's policy"))))
       (should (= (lispm-approvals-count) 0))
       (should (equal (plist-get (cdar lispm-approvals-test--audits) :decision) "deny"))

@@ -51,12 +51,18 @@
     (should-not (lispm-approvals-pending))))
 
 (ert-deftest lispm-calls-test-reads-run-at-once ()
+  ;; One audit rule for every caller: an action allowed at once is
+  ;; audited only if its kind is in `lispm-approvals-audit-automatic'.
   (lispm-calls-test--with-agent agent
     (ignore agent)
     (let ((answer (lispm-calls-test--call "read_file" '(:path "a.txt"))))
-      (should (eq (plist-get answer :ok) t))
-      (should (equal (plist-get answer :text) "alpha\n")))
-    (should (equal (plist-get (cdr (assq 'lispm/audit notified)) :decision) "allow"))))
+      (should (equal answer '(:ok t :text "alpha\n"))))
+    (should-not (assq 'lispm/audit notified))
+    (let ((lispm-approvals-audit-automatic '(read)))
+      (lispm-calls-test--call "read_file" '(:path "a.txt")))
+    (should (equal (mapcar (lambda (n) (plist-get (cdr n) :decision))
+                           (cl-remove-if-not (lambda (n) (eq (car n) 'lispm/audit)) notified))
+                   '("allow")))))
 
 (ert-deftest lispm-calls-test-a-running-tool-says-when-its-result-comes ()
   (lispm-calls-test--with-agent agent
@@ -100,6 +106,178 @@
       (should (string-match-p "withdrawn" (plist-get result :error))))
     (should-not lispm-calls-test--ran)
     (ignore agent)))
+
+;;; The pipeline itself
+
+(defun lispm-calls-test--invoke (actor tool args &optional on-ask)
+  "Call TOOL with ARGS as ACTOR through the pipeline; return (OUTCOMES).
+OUTCOMES, the car of the list returned, holds every outcome given so
+far, newest first, so a test sees outcomes that come later too."
+  (let ((box (list nil)))
+    (should-not (lispm-calls-invoke actor tool args
+                                    (lambda (outcome) (push outcome (car box)))
+                                    :on-ask on-ask))
+    box))
+
+(defun lispm-calls-test--audits (notified)
+  "Return the decisions of the `lispm/audit' notifications in NOTIFIED, oldest first."
+  (nreverse (cl-loop for (method . params) in notified
+                     when (eq method 'lispm/audit)
+                     collect (plist-get params :decision))))
+
+(ert-deftest lispm-calls-test-invoke-allowed-runs-at-once ()
+  (lispm-calls-test--with-agent agent
+    (let ((own (lispm-test-add-actor :folder (lispm-actor-folder agent))))
+      (dolist (args '((:path "a.txt") "{\"path\": \"a.txt\"}"))
+        (let ((box (lispm-calls-test--invoke own "read_file" args)))
+          (should (equal (car box) '((:ok t :text "alpha\n" :changes nil))))))
+      (should-not (lispm-calls-test--audits notified))
+      (should-not (lispm-approvals-pending)))))
+
+(ert-deftest lispm-calls-test-invoke-uses-the-actors-role ()
+  (lispm-calls-test--with-agent agent
+    (let* ((lispm-policy-roles '((default (read allow)) (blind (read deny))))
+           (own (lispm-test-add-actor :folder (lispm-actor-folder agent) :role 'blind))
+           (box (lispm-calls-test--invoke own "read_file" '(:path "a.txt")))
+           (outcome (caar box)))
+      (should (= (length (car box)) 1))
+      (should-not (plist-get outcome :ok))
+      (should (equal (plist-get outcome :condition)
+                     '(lispm-policy-denied "read denied by the policy of role blind"
+                                           read policy nil)))
+      (should (equal (plist-get outcome :error) "read denied by the policy of role blind"))
+      (should (equal (lispm-calls-test--audits notified) '("deny")))
+      (should (equal (plist-get (cdr (assq 'lispm/audit notified)) :role) "blind"))
+      ;; The terminal agent, of the default role, may read.
+      (should (plist-get (caar (lispm-calls-test--invoke agent "read_file" '(:path "a.txt")))
+                         :ok)))))
+
+(ert-deftest lispm-calls-test-invoke-denied-by-the-policy-runs-nothing ()
+  (lispm-calls-test--with-agent agent
+    (setq lispm-calls-test--ran nil)
+    (let* ((lispm-policy-roles '((default (read allow) (eval deny))))
+           (box (lispm-calls-test--invoke agent "eval_elisp"
+                                          '(:form "(setq lispm-calls-test--ran t)")))
+           (err (plist-get (caar box) :condition)))
+      (should (eq (car err) 'lispm-policy-denied))
+      (should (equal (cddr err) '(eval policy nil)))
+      (should (memq 'lispm-error (get (car err) 'error-conditions)))
+      (should-not lispm-calls-test--ran)
+      (should-not (lispm-approvals-pending))
+      (should (equal (lispm-calls-test--audits notified) '("deny"))))))
+
+(ert-deftest lispm-calls-test-invoke-asks-and-runs-when-approved ()
+  (lispm-calls-test--with-agent agent
+    (let* ((asked nil)
+           (own (lispm-test-add-actor :folder (lispm-actor-folder agent) :role 'helper))
+           (lispm-policy-roles '((helper (read allow) (edit ask))))
+           (box (lispm-calls-test--invoke own "write_file" '(:path "b.txt" :content "beta\n")
+                                          (lambda (approval) (push approval asked)))))
+      (should-not (car box))
+      (should (= (length asked) 1))
+      (should (equal (lispm-approval-id (car asked)) (lispm-approval-id (car (lispm-approvals-pending)))))
+      (should (eq (lispm-approval-agent (car asked)) own))
+      (should (eq (lispm-approval-role (car asked)) 'helper))
+      (should (equal (lispm-approval-title (car asked)) "write_file b.txt"))
+      (should-not (lispm-calls-test--audits notified))
+      (lispm-approvals-allow (car asked))
+      (should (= (length (car box)) 1))
+      (should (plist-get (caar box) :ok))
+      (should (equal (with-temp-buffer
+                       (insert-file-contents (expand-file-name "b.txt" (lispm-actor-folder own)))
+                       (buffer-string))
+                     "beta\n"))
+      ;; Audited once: the user's answer.
+      (should (equal (lispm-calls-test--audits notified) '("allow")))
+      (when-let* ((buffer (find-buffer-visiting (expand-file-name "b.txt" (lispm-actor-folder own)))))
+        (kill-buffer buffer)))))
+
+(ert-deftest lispm-calls-test-invoke-denied-by-the-user-with-a-reason ()
+  (lispm-calls-test--with-agent agent
+    (let* ((asked nil)
+           (box (lispm-calls-test--invoke agent "edit_file"
+                                          '(:path "a.txt" :old "alpha" :new "omega")
+                                          (lambda (approval) (setq asked approval)))))
+      (should asked)
+      (lispm-approvals-deny asked "not that file")
+      (let* ((outcome (caar box))
+             (err (plist-get outcome :condition)))
+        (should (= (length (car box)) 1))
+        (should-not (plist-get outcome :ok))
+        (should (equal err '(lispm-policy-denied "edit denied by the user: not that file"
+                                                 edit user "not that file")))
+        (should (equal (lispm-error-message err) "edit denied by the user: not that file"))
+        (should (equal (plist-get outcome :error) "edit denied by the user: not that file")))
+      (should (equal (with-temp-buffer
+                       (insert-file-contents (expand-file-name "a.txt" (lispm-actor-folder agent)))
+                       (buffer-string))
+                     "alpha\n"))
+      (should (equal (lispm-calls-test--audits notified) '("deny")))
+      ;; Denied without a reason, the message says so and no more.
+      (let ((box (lispm-calls-test--invoke agent "eval_elisp" '(:form "1"))))
+        (lispm-approvals-deny (car (lispm-approvals-pending)) "")
+        (should (equal (plist-get (caar box) :condition)
+                       '(lispm-policy-denied "eval denied by the user" eval user nil)))))))
+
+(ert-deftest lispm-calls-test-invoke-withdrawn-when-the-actor-leaves ()
+  (lispm-calls-test--with-agent agent
+    (let* ((own (lispm-test-add-actor :folder (lispm-actor-folder agent)))
+           (box (lispm-calls-test--invoke own "run_shell" '(:command "true"))))
+      (should (= (lispm-approvals-count own) 1))
+      (lispm-agents-unregister own)
+      (should (= (lispm-approvals-count) 0))
+      (should (equal (plist-get (caar box) :condition)
+                     '(lispm-policy-denied "shell withdrawn: emacs closed"
+                                           shell withdrawn "emacs closed"))))))
+
+(ert-deftest lispm-calls-test-invoke-refuses-bad-calls-before-anyone-is-asked ()
+  (lispm-calls-test--with-agent agent
+    (pcase-dolist (`(,tool ,args ,condition ,text)
+                   '(("no_such_tool" nil lispm-tool-unknown "no tool no_such_tool")
+                     ("read_file" "{\"path\": " lispm-tool-bad-args "not valid JSON")
+                     ("read_file" "[1, 2]" lispm-tool-bad-args "must be a JSON object")
+                     ("read_file" (:colour "red") lispm-tool-bad-args "colour")
+                     ("edit_file" (:path "../x.txt" :old "a" :new "b")
+                      lispm-tool-outside-folder "outside")
+                     ("write_file" "{\"path\": \"/etc/passwd\", \"content\": \"\"}"
+                      lispm-tool-outside-folder "outside")))
+      (let* ((box (lispm-calls-test--invoke agent tool args))
+             (outcome (caar box)))
+        (should (= (length (car box)) 1))
+        (should-not (plist-get outcome :ok))
+        (should (eq (car (plist-get outcome :condition)) condition))
+        (should (string-search text (plist-get outcome :error)))))
+    (should-not (lispm-approvals-pending))
+    (should-not (lispm-calls-test--audits notified))))
+
+(ert-deftest lispm-calls-test-invoke-audits-once-per-call ()
+  (lispm-calls-test--with-agent agent
+    (let ((lispm-policy-roles '((default (read allow) (eval allow) (edit ask))))
+          (lispm-approvals-audit-automatic '(eval)))
+      ;; Allowed at once, of an audited kind: once.
+      (lispm-calls-test--invoke agent "eval_elisp" '(:form "(+ 1 2)"))
+      (should (equal (lispm-calls-test--audits notified) '("allow")))
+      ;; Asked, allowed for the session: once; then at once, of a kind
+      ;; not audited automatically: not at all.
+      (lispm-calls-test--invoke agent "edit_file" '(:path "a.txt" :old "alpha" :new "beta"))
+      (lispm-approvals-allow-session (car (lispm-approvals-pending)))
+      (should (equal (lispm-calls-test--audits notified) '("allow" "allow-session")))
+      (let ((box (lispm-calls-test--invoke agent "edit_file"
+                                           '(:path "a.txt" :old "beta" :new "gamma"))))
+        (should (plist-get (caar box) :ok)))
+      (should (equal (lispm-calls-test--audits notified) '("allow" "allow-session")))
+      (when-let* ((buffer (find-buffer-visiting (expand-file-name "a.txt" (lispm-actor-folder agent)))))
+        (kill-buffer buffer)))))
+
+(ert-deftest lispm-calls-test-invoke-a-running-tool-answers-later ()
+  (lispm-calls-test--with-agent agent
+    (let ((box (lispm-calls-test--invoke agent "grep" "{\"pattern\": \"alpha\"}"))
+          (deadline (+ (float-time) 10)))
+      (should-not (car box))
+      (while (and (not (car box)) (< (float-time) deadline))
+        (accept-process-output nil 0.05))
+      (should (= (length (car box)) 1))
+      (should (string-match-p "alpha" (plist-get (caar box) :text))))))
 
 (provide 'lispm-calls-test)
 ;;; lispm-calls-test.el ends here
