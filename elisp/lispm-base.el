@@ -63,6 +63,8 @@
 ;;   -32068  lispm-edit-old-text-ambiguous   edit_file's `old' occurs more than once
 ;;   -32069  lispm-diff-malformed            a diff that cannot be read
 ;;   -32070  lispm-diff-does-not-apply       a hunk whose lines are not there
+;;   -32071  lispm-diff-failed               the diff program failed
+;;   -32072  lispm-revert-conflict           the user changed what is to be reverted
 ;;   -32075  lispm-skill-error               a skill's code failed
 ;;   -32076  lispm-skill-unknown             no skill of that name
 ;;   -32077  lispm-skill-broken              a skill's code does not read

@@ -52,6 +52,7 @@
 (require 'diff)
 (require 'diff-mode)
 (require 'lispm-base)
+(require 'lispm-edit)
 (require 'lispm-sidecar)
 (require 'lispm-agents)
 (require 'lispm-views)
@@ -74,11 +75,6 @@
 The proposal, when the user edits it, goes to the same side, one slot
 further.  Entries of `display-buffer-alist' take precedence."
   :type '(cons (repeat function) (alist :key-type symbol :value-type sexp)))
-
-(defconst lispm-ide-replace-max-seconds 1.0
-  "Seconds `replace-buffer-contents' may spend on an accepted change.
-Past that, the text is replaced at once, and markers in it move to its
-beginning.")
 
 (lispm-define-error 'lispm-ide-error "LispM diff error" 'lispm-error -32053)
 
@@ -125,54 +121,12 @@ Otherwise signal a `user-error'."
 
 ;;; The texts
 
-(defun lispm-ide--file-text (file)
-  "Return (TEXT . DOS) for FILE as Emacs has it.
-TEXT is the visiting buffer's whole text, unsaved changes included, or
-the file's contents, read literally (`lispm-insert-file-text'), or
-\"\" for a file that does not exist; DOS is non-nil if its lines end
-in CR LF.  No buffer is created."
-  (if-let* ((buffer (find-buffer-visiting file)))
-      (with-current-buffer buffer
-        (save-restriction
-          (widen)
-          (cons (buffer-substring-no-properties (point-min) (point-max))
-                (eql (coding-system-eol-type buffer-file-coding-system) 1))))
-    (if (file-readable-p file)
-        (with-temp-buffer
-          (lispm-insert-file-text file)
-          (cons (buffer-string)
-                (eql (coding-system-eol-type last-coding-system-used) 1)))
-      (cons "" nil))))
-
 (defun lispm-ide--proposal-text (diff)
   "Return the text of DIFF's proposal buffer, as the user left it."
   (with-current-buffer (lispm-ide-diff-proposal-buffer diff)
     (save-restriction
       (widen)
       (buffer-substring-no-properties (point-min) (point-max)))))
-
-(defun lispm-ide--temp-file (text)
-  "Write TEXT to a new private temporary file and return its name."
-  (let ((coding-system-for-write 'utf-8-emacs-unix))
-    (make-temp-file "lispm-diff-" nil nil text)))
-
-(defun lispm-ide--diff-output (old new old-label new-label)
-  "Return the unified diff from OLD to NEW, texts labelled OLD-LABEL, NEW-LABEL."
-  (let ((old-file (lispm-ide--temp-file old))
-        (new-file (lispm-ide--temp-file new)))
-    (unwind-protect
-        (with-temp-buffer
-          (let* ((default-directory temporary-file-directory)
-                 (coding-system-for-read 'utf-8-emacs-unix)
-                 (status (call-process diff-command nil t nil "-a" "-u"
-                                       "--label" old-label "--label" new-label
-                                       old-file new-file)))
-            (unless (memql status '(0 1))
-              (signal 'lispm-ide-error
-                      (list (format "diff failed (%s): %s" status (buffer-string)))))
-            (buffer-string)))
-      (delete-file old-file)
-      (delete-file new-file))))
 
 ;;; The diff buffer
 
@@ -231,13 +185,13 @@ in CR LF.  No buffer is created."
 (defun lispm-ide--render (diff)
   "Fill DIFF's diff buffer with the current diff from the file to the proposal."
   (let* ((file (lispm-ide-diff-file diff))
-         (old (car (lispm-ide--file-text file)))
+         (old (or (lispm-edit-file-text file) ""))
          (new (lispm-ide--proposal-text diff))
          (label (abbreviate-file-name file))
-         (output (lispm-ide--diff-output
+         (output (lispm-edit-diff
                   old new
-                  (if (file-exists-p file) label "/dev/null")
-                  (format "%s (proposed by %s)" label (lispm-ide-diff-agent diff)))))
+                  (cons (if (file-exists-p file) label "/dev/null")
+                        (format "%s (proposed by %s)" label (lispm-ide-diff-agent diff))))))
     (with-current-buffer (lispm-ide-diff-diff-buffer diff)
       (let ((inhibit-read-only t)
             (line (line-number-at-pos)))
@@ -438,7 +392,7 @@ decision comes later, from the user; see `lispm-ide-accept'."
   (when (cl-find id lispm-ide--diffs :key #'lispm-ide-diff-id :test #'equal)
     (signal 'lispm-ide-error (list (format "diff %s is already open" id))))
   (let* ((file (expand-file-name file))
-         (dos (cdr (lispm-ide--file-text file)))
+         (dos (lispm-edit-file-dos-p file))
          (diff (lispm-ide--diff-make :id id :agent agent :file file
                                      :tab-name tab-name :dos dos))
          (base (format "%s (%s)" (file-name-nondirectory file) agent))
@@ -515,61 +469,21 @@ being killed already."
 
 (defun lispm-ide--write (diff text)
   "Write TEXT to DIFF's file through its buffer, as one undo step; save it.
-Visit the file if no buffer does.  Return the text as written."
+Visit the file if no buffer does.  If saving fails, the buffer's text
+is put back and the error goes on.  Return the text as written."
   (let* ((file (lispm-ide-diff-file diff))
-         (visited (find-buffer-visiting file))
-         (buffer (or visited
-                     (progn (make-directory (file-name-directory file) t)
-                            (find-file-noselect file)))))
+         (buffer (lispm-edit-visit file)))
     (with-current-buffer buffer
       (barf-if-buffer-read-only)
-      (cond ((not (file-exists-p file))
-             (unless visited
-               (setq buffer-file-coding-system 'utf-8-unix)))
-            ((not (verify-visited-file-modtime buffer))
-             ;; The user accepted replacing whatever the disk has now.
-             (set-visited-file-modtime)))
-      (lispm-ide--replace-text
-       text (lambda ()
-              (set-buffer-modified-p t)
-              (let ((require-final-newline nil))
-                (save-buffer))))
+      ;; The user accepted replacing whatever the disk has now.
+      (when-let* ((change (lispm-edit-replace buffer text :save t :overwrite t)))
+        (lispm-edit-forget (list change)))
       (let ((written (save-restriction
                        (widen)
                        (buffer-substring-no-properties (point-min) (point-max)))))
         (if (eql (coding-system-eol-type buffer-file-coding-system) 1)
             (string-replace "\n" "\r\n" written)
           written)))))
-
-(defun lispm-ide--replace-text (text then)
-  "Make TEXT the current buffer's whole text, then call THEN, as one undo step.
-Point and markers stay with unchanged text.  If THEN signals, the text
-is put back and the error goes on."
-  (save-restriction
-    (widen)
-    (let ((source (generate-new-buffer " *lispm-ide accepted*" t))
-          (undo-outer-limit nil)
-          (undo-limit most-positive-fixnum)
-          (undo-strong-limit most-positive-fixnum)
-          (group nil)
-          (done nil))
-      (unwind-protect
-          (progn
-            (with-current-buffer source (insert text))
-            (undo-boundary)
-            (setq group (prepare-change-group))
-            (activate-change-group group)
-            (unless (string= text (buffer-substring-no-properties (point-min) (point-max)))
-              (replace-buffer-contents source lispm-ide-replace-max-seconds))
-            (funcall then)
-            (setq done t))
-        (kill-buffer source)
-        (when group
-          (if done
-              (progn (accept-change-group group)
-                     (undo-amalgamate-change-group group))
-            (cancel-change-group group)))
-        (undo-boundary)))))
 
 (defun lispm-ide-accept (&optional diff)
   "Accept DIFF, the current buffer's: write its proposal, as edited, and save.

@@ -51,8 +51,10 @@
 ;;            `lispm-tool-target'); it must not change anything
 ;;
 ;; The body returns the tool's text (a string; anything else is
-;; printed), or signals an error, which becomes the tool's error.  A
-;; tool that finishes later returns `lispm-tools-defer's value instead.
+;; printed), or a result plist (:ok t :text TEXT :changes CHANGES) when
+;; it changed files (CHANGES a list of `lispm-change', lispm-edit.el),
+;; or signals an error, which becomes the tool's error.  A tool that
+;; finishes later returns `lispm-tools-defer's value instead.
 ;;
 ;; The caller's protocol: `lispm-tool-target' first (bad arguments and
 ;; paths outside the folder are refused there, before the policy or the
@@ -70,6 +72,7 @@
 (require 'lispm-base)
 (require 'lispm-agents)
 (require 'lispm-policy)
+(require 'lispm-edit)
 
 (declare-function lispm-skills-search "lispm-skills" (query &optional folder))
 
@@ -103,11 +106,6 @@
 ;; FILE OLD COUNT
 (lispm-define-error 'lispm-edit-old-text-ambiguous "The old text occurs more than once"
                     'lispm-tool-error -32068)
-;; LINE, the line that cannot be read, or nothing
-(lispm-define-error 'lispm-diff-malformed "Malformed diff" 'lispm-tool-error -32069)
-;; HUNK LINE: the hunk's number, from 1, and its first old line
-(lispm-define-error 'lispm-diff-does-not-apply "The diff does not apply"
-                    'lispm-tool-error -32070)
 
 (defun lispm-tools--signal (condition format-string &rest args)
   "Signal CONDITION with the message made of FORMAT-STRING and ARGS."
@@ -580,11 +578,41 @@ outside AGENT's folder: that refusal needs nobody's approval."
         ((null value) "")
         (t (format "%S" value))))
 
+(defun lispm-tools--result (value)
+  "Return the result plist of a tool whose body returned VALUE."
+  (if (and (consp value) (eq (car value) :ok))
+      value
+    (list :ok t :text (lispm-tools--text value))))
+
+(defun lispm-tools--failure (err)
+  "Return the result plist of a call that failed with the error ERR."
+  (list :ok nil :error (lispm-tools-error-message err)
+        :condition (symbol-name (car err))))
+
+(defun lispm-tools--with-changes (result changes)
+  "Return RESULT, a result plist, with more `lispm-change' records in it.
+They are CHANGES, added to its `:changes' (nothing is added if nil)."
+  (if changes
+      (append result (list :changes (append (plist-get result :changes) changes)))
+    result))
+
+(defun lispm-tools-json-result (result)
+  "Return RESULT, a tool's result plist, without what JSON cannot carry.
+That is its `:changes', the `lispm-change' records of what the call
+changed, which only Emacs's own callers use.  Whatever sends a result
+out of Emacs passes it through this first."
+  (if (plist-member result :changes)
+      (cl-loop for (key value) on result by #'cddr
+               unless (eq key :changes) append (list key value))
+    result))
+
 (defun lispm-tools-run (tool agent args callback)
   "Run TOOL for AGENT with ARGS, a plist from JSON; pass the result to CALLBACK.
 TOOL is a `lispm-tool' or a tool's name.  The result is (:ok t :text
 TEXT) or (:ok nil :error TEXT :condition NAME), NAME the error
-condition's name as a string: all ready for JSON.  ARGS are
+condition's name as a string; either has `:changes', a list of
+`lispm-change', when the call changed files (see
+`lispm-tools-json-result').  ARGS are
 validated and paths confined first; asking the policy is the caller's
 business, before this.  Synchronous tools call CALLBACK before this
 returns; others (run_shell, grep) later, from a process sentinel.
@@ -602,9 +630,8 @@ CALLBACK, exactly once."
                      (value (apply (lispm-tool-function tool) agent values)))
                 (if (lispm-tools--deferred-p value)
                     (progn (funcall (cadr value) done) nil)
-                  (list :ok t :text (lispm-tools--text value))))
-            (error (list :ok nil :error (lispm-tools-error-message err)
-                         :condition (symbol-name (car err)))))))
+                  (lispm-tools--result value)))
+            (error (lispm-tools--failure err)))))
     (when result
       (funcall done result))
     nil))
@@ -682,28 +709,6 @@ returns the result plist, which goes to DONE."
 
 ;;; Buffers and files
 
-(defun lispm-tools--live-text (file)
-  "Return FILE's text as Emacs has it, or nil if it has no buffer.
-A visited file's buffer counts if it has unsaved changes or agrees
-with the disk."
-  (when-let* ((buffer (find-buffer-visiting file)))
-    (with-current-buffer buffer
-      (when (or (buffer-modified-p) (verify-visited-file-modtime buffer)
-                (not (file-exists-p file)))
-        (save-restriction
-          (widen)
-          (buffer-substring-no-properties (point-min) (point-max)))))))
-
-(defun lispm-tools--file-text (file)
-  "Return FILE's text: from its buffer if visited (with unsaved edits), else disk.
-The disk is read literally, by `lispm-insert-file-text'.  Return nil
-if the file does not exist and no buffer visits it."
-  (or (lispm-tools--live-text file)
-      (when (file-regular-p file)
-        (with-temp-buffer
-          (lispm-insert-file-text file)
-          (buffer-string)))))
-
 (defun lispm-tools--text-window (file offset limit)
   "Return (TEXT TOTAL BINARY): LIMIT characters of FILE's text from OFFSET.
 The text is FILE's buffer's if a buffer visits it, else the disk's,
@@ -715,7 +720,7 @@ FILE's size in bytes if it is not text (Emacs decoded it as
 `no-conversion'), else nil.
 Return nil if the file does not exist and no buffer visits it."
   (let ((end (+ offset limit)))
-    (if-let* ((text (lispm-tools--live-text file)))
+    (if-let* ((text (lispm-edit-live-text file)))
         (list (substring text (min offset (length text)) (min end (length text)))
               (length text) nil)
       (when (file-regular-p file)
@@ -759,12 +764,7 @@ changed on disk, or if FILE is one `lispm-tools--refuse-converted'
 refuses."
   (lispm-tools--refuse-converted agent file)
   (let* ((visited (find-buffer-visiting file))
-         (buffer (or visited
-                     (let ((enable-local-variables :safe)
-                           (large-file-warning-threshold nil)
-                           (inhibit-interaction t))
-                       (make-directory (file-name-directory file) t)
-                       (find-file-noselect file)))))
+         (buffer (lispm-edit-visit file)))
     (with-current-buffer buffer
       (when (and visited (file-exists-p file)
                  (not (verify-visited-file-modtime buffer)))
@@ -776,174 +776,26 @@ the user must settle that first" (lispm-tools--relative agent file))
             (revert-buffer t t t))))
       (when buffer-read-only
         (lispm-signal 'lispm-buffer-read-only (list buffer)
-                      "%s is read-only in Emacs" (lispm-tools--relative agent file)))
-      (unless (file-exists-p file)
-        (setq buffer-file-coding-system 'utf-8-unix)))
+                      "%s is read-only in Emacs" (lispm-tools--relative agent file))))
     buffer))
-
-(defun lispm-tools--replace-text (text)
-  "Make TEXT the current buffer's whole text, as one undo step.
-The change is atomic: if it fails, the buffer is left as it was.
-Point and markers stay with unchanged text."
-  (save-restriction
-    (widen)
-    (let ((source (generate-new-buffer " *lispm-tools text*" t))
-          (undo-outer-limit nil)
-          (undo-limit most-positive-fixnum)
-          (undo-strong-limit most-positive-fixnum))
-      (unwind-protect
-          (progn
-            (with-current-buffer source (insert text))
-            (undo-boundary)
-            (let ((group (prepare-change-group))
-                  (success nil))
-              (unwind-protect
-                  (progn
-                    (activate-change-group group)
-                    (replace-buffer-contents source 0.5)
-                    (setq success t))
-                (if (not success)
-                    (cancel-change-group group)
-                  (accept-change-group group)
-                  (undo-amalgamate-change-group group))))
-            (undo-boundary))
-        (kill-buffer source)))))
 
 (defun lispm-tools--write-through-buffer (agent file text)
   "Make TEXT FILE's text through its buffer, as one undo step, and save it.
-AGENT is the agent asking.  Return a short report."
-  (let ((buffer (lispm-tools--file-buffer agent file))
-        (existed (file-exists-p file)))
-    (with-current-buffer buffer
-      (let ((inhibit-interaction t)
-            (require-final-newline nil))
-        (unless (and existed
-                     (string= text (save-restriction
-                                     (widen)
-                                     (buffer-substring-no-properties
-                                      (point-min) (point-max)))))
-          (lispm-tools--replace-text text))
-        (when (or (buffer-modified-p) (not existed))
-          (set-buffer-modified-p t)
-          (save-buffer))))
-    (format "%s %s (%d characters)" (if existed "Wrote" "Created")
-            (lispm-tools--relative agent file) (length text))))
+AGENT is the agent asking.  Return the result plist: a short report,
+and the `lispm-change' made, if any, as `:changes'."
+  (let* ((buffer (lispm-tools--file-buffer agent file))
+         (existed (file-exists-p file))
+         (change (let ((inhibit-interaction t))
+                   (lispm-edit-replace buffer text :save t))))
+    (lispm-tools--with-changes
+     (list :ok t :text (format "%s %s (%d characters)" (if existed "Wrote" "Created")
+                               (lispm-tools--relative agent file) (length text)))
+     (and change (list change)))))
 
 ;;; Diffs
 
-(defun lispm-tools-diff (old new label)
-  "Return the unified diff from the text OLD to the text NEW.
-LABEL names the file in the headers: a/LABEL and b/LABEL.  Return
-the empty string if they are equal."
-  (if (string= old new)
-      ""
-    (let ((dir (make-temp-file "lispm-diff" t)))
-      (unwind-protect
-          (let ((a (expand-file-name "a" dir))
-                (b (expand-file-name "b" dir))
-                (coding-system-for-write 'utf-8-unix))
-            (write-region old nil a nil 'silent)
-            (write-region new nil b nil 'silent)
-            ;; `diff' of two small local files takes milliseconds and
-            ;; cannot hang, so it runs synchronously: a process waited on
-            ;; from inside a JSON-RPC dispatcher may never see its sentinel.
-            (with-temp-buffer
-              (let* ((coding-system-for-read 'utf-8-unix)
-                     (status (call-process "diff" nil t nil "-u"
-                                           "--label" (concat "a/" label)
-                                           "--label" (concat "b/" label) a b)))
-                (if (memq status '(0 1))
-                    (buffer-string)
-                  (lispm-tools--signal 'lispm-tool-error "Diff failed: %s"
-                                       (buffer-string))))))
-        (delete-directory dir t)))))
-
-;;; Applying unified diffs
-
-(defun lispm-tools--lines (text)
-  "Split TEXT into lines, each with its newline (the last one may lack it)."
-  (let ((lines (split-string text "\n")))
-    (append (mapcar (lambda (l) (concat l "\n")) (butlast lines))
-            (unless (equal (car (last lines)) "") (last lines)))))
-
-(defun lispm-tools--parse-hunks (diff)
-  "Return the hunks of DIFF, a unified diff of one file.
-Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines."
-  (let ((lines (lispm-tools--lines diff))
-        hunks current last-kind)
-    (dolist (line lines)
-      (cond ((string-match "\\`@@ -\\([0-9]+\\)\\(?:,[0-9]+\\)? \\+[0-9]+\\(?:,[0-9]+\\)? @@" line)
-             (when current (push current hunks))
-             (setq current (list (string-to-number (match-string 1 line)) nil nil)
-                   last-kind nil))
-            ((and current (string-prefix-p "+++ " line))
-             (lispm-signal 'lispm-diff-malformed (list line)
-                           "The diff changes more than one file; give one file's diff"))
-            ((not current))             ; Headers before the first hunk.
-            ((string-prefix-p "\\" line)
-             ;; "\ No newline at end of file": the line before has none.
-             (dolist (slot (pcase last-kind (" " '(1 2)) ("-" '(1)) ("+" '(2))))
-               (let ((last (car (nth slot current))))
-                 (when (and last (string-suffix-p "\n" last))
-                   (setf (car (nth slot current)) (substring last 0 -1))))))
-            ((string-match "\\`\\([ +-]\\)" line)
-             (let ((kind (match-string 1 line))
-                   (text (substring line 1)))
-               (setq last-kind kind)
-               (when (member kind '(" " "-")) (push text (nth 1 current)))
-               (when (member kind '(" " "+")) (push text (nth 2 current)))))
-            ((member line '("\n" ""))
-             ;; An empty context line whose space an editor removed.
-             (setq last-kind " ")
-             (push "\n" (nth 1 current))
-             (push "\n" (nth 2 current)))
-            (t (lispm-signal 'lispm-diff-malformed (list line)
-                             "Cannot read the diff at line: %s" (string-trim-right line)))))
-    (when current (push current hunks))
-    (unless hunks
-      (lispm-signal 'lispm-diff-malformed nil
-                    "The diff has no hunks (lines starting with @@)"))
-    (mapcar (lambda (h) (list (car h) (reverse (nth 1 h)) (reverse (nth 2 h))))
-            (nreverse hunks))))
-
-(defun lispm-tools--sublist-at-p (lines start block)
-  "Return non-nil if BLOCK occurs in the vector LINES at START."
-  (and (<= (+ start (length block)) (length lines))
-       (cl-loop for line in block for i from start
-                always (equal line (aref lines i)))))
-
-(defun lispm-tools-apply-diff (text diff)
-  "Return TEXT changed by DIFF, a unified diff; signal if it does not apply.
-Each hunk must match exactly (no fuzz) but may have moved: the
-nearest match to where it says it is, after the previous hunk, wins."
-  (let* ((lines (vconcat (lispm-tools--lines text)))
-         (result nil)
-         (pos 0)
-         (n 0))
-    (dolist (hunk (lispm-tools--parse-hunks diff))
-      (cl-incf n)
-      (pcase-let* ((`(,start ,old ,new) hunk)
-                   (want (max pos (if (null old) start (1- start))))
-                   (at (if (null old)
-                           (min want (length lines))
-                         (cl-loop for d from 0 to (length lines)
-                                  for before = (- want d)
-                                  for after = (+ want d)
-                                  when (and (>= after pos)
-                                            (lispm-tools--sublist-at-p lines after old))
-                                  return after
-                                  when (and (>= before pos) (/= d 0)
-                                            (lispm-tools--sublist-at-p lines before old))
-                                  return before))))
-        (unless at
-          (lispm-signal 'lispm-diff-does-not-apply (list n (car old))
-                        "Hunk %d of the diff does not apply: its lines (starting %S) \
-are not in the file" n (string-trim-right (or (car old) ""))))
-        (setq result (append (reverse new)
-                             (reverse (append (cl-subseq lines pos at) nil))
-                             result))
-        (setq pos (+ at (length old)))))
-    (apply #'concat (append (nreverse result) (cl-subseq lines pos) nil))))
+(define-obsolete-function-alias 'lispm-tools-diff #'lispm-edit-diff "0.2")
+(define-obsolete-function-alias 'lispm-tools-apply-diff #'lispm-edit-apply-diff "0.2")
 
 ;;; Reading tools
 
@@ -1088,7 +940,7 @@ characters."
 AGENT is the agent asking.  Signal a clear error if the edit is
 malformed or does not apply."
   (lispm-tools--refuse-converted agent file)
-  (let ((text (lispm-tools--file-text file))
+  (let ((text (lispm-edit-file-text file))
         (relative (lispm-tools--relative agent file)))
     (unless text
       (lispm-signal 'lispm-tool-no-such-file (list file)
@@ -1098,7 +950,7 @@ malformed or does not apply."
             'lispm-tool-bad-args
             "The edit_file tool takes either `old' and `new', or `diff', not both"))
           (diff (condition-case err
-                    (lispm-tools-apply-diff text diff)
+                    (lispm-edit-apply-diff text diff)
                   ((lispm-diff-malformed lispm-diff-does-not-apply)
                    (signal (car err) (cons (format "%s: %s" relative (cadr err)) (cddr err))))
                   (error (lispm-tools--signal 'lispm-tool-error "%s: %s" relative
@@ -1136,8 +988,8 @@ Or apply DIFF, a unified diff.  The change goes through the file's
 buffer in Emacs as one undo step (unsaved changes there are kept),
 and the buffer is saved."
   :kind 'edit
-  :target (let ((before (lispm-tools--file-text path)))
-            (list :diff (lispm-tools-diff
+  :target (let ((before (lispm-edit-file-text path)))
+            (list :diff (lispm-edit-diff
                          (or before "")
                          (lispm-tools--edit-proposal agent path old new diff)
                          (lispm-tools--relative agent path))))
@@ -1152,7 +1004,7 @@ buffer in Emacs as one undo step, and the buffer is saved."
   :kind 'edit
   :target (progn
             (lispm-tools--refuse-converted agent path)
-            (list :diff (lispm-tools-diff (or (lispm-tools--file-text path) "")
+            (list :diff (lispm-edit-diff (or (lispm-edit-file-text path) "")
                                           content (lispm-tools--relative agent path))))
   (when (file-directory-p path)
     (lispm-signal 'lispm-tool-is-a-directory (list path)
@@ -1166,10 +1018,12 @@ buffer in Emacs as one undo step, and the buffer is saved."
 Standard output and error come together, up to
 `lispm-tools-shell-output-limit' characters; the command gets no
 input, and is killed after `lispm-tools-shell-timeout' seconds.
-Emacs never waits for it."
+Emacs never waits for it.  The files of the folder it created,
+changed or deleted are reported (see `lispm-edit-snapshot')."
   :kind 'shell
   :target (list :command command :directory (lispm-tools--folder agent))
-  (let ((folder (lispm-tools--folder agent)))
+  (let* ((folder (lispm-tools--folder agent))
+         (snapshot (lispm-edit-snapshot folder)))
     (lispm-tools-defer
      (lambda (done)
        (lispm-tools--spawn
@@ -1180,14 +1034,16 @@ Emacs never waits for it."
         (lambda (output status truncated)
           (let ((text (concat (if (string-empty-p output) "(no output)" output)
                               (and truncated "\n[output truncated]"))))
-            (cond ((null status)
-                   (list :ok nil :error
-                         (format "The command took longer than %s seconds and was \
+            (lispm-tools--with-changes
+             (cond ((null status)
+                    (list :ok nil :error
+                          (format "The command took longer than %s seconds and was \
 killed.  Its output:\n%s" lispm-tools-shell-timeout text)))
-                  ((zerop status) (list :ok t :text text :exit 0))
-                  (t (list :ok t :exit status
-                           :text (format "%s\n[exit status %d]"
-                                         (string-trim-right text) status)))))))))))
+                   ((zerop status) (list :ok t :text text :exit 0))
+                   (t (list :ok t :exit status
+                            :text (format "%s\n[exit status %d]"
+                                          (string-trim-right text) status))))
+             (lispm-edit-snapshot-changes snapshot)))))))))
 
 (defun lispm-tools--read-one (string)
   "Return the one Lisp form in STRING; signal if there is not exactly one."
@@ -1209,20 +1065,32 @@ killed.  Its output:\n%s" lispm-tools-shell-timeout text)))
                             (string-trim (substring string (cdr read))) 60 nil nil "...")))
     (car read)))
 
-(lispm-define-tool eval-elisp ((form string "One Emacs Lisp form, as text."))
+(lispm-define-tool eval-elisp (agent (form string "One Emacs Lisp form, as text."))
   "Evaluate one Emacs Lisp form in LispM's Emacs and return its printed value.
 The form is evaluated with lexical binding; it may not ask the user
-anything (`inhibit-interaction' is t)."
+anything (`inhibit-interaction' is t).  The files of the folder it
+created, changed or deleted are reported, even if it fails (see
+`lispm-edit-snapshot')."
   :kind 'eval
   :target (list :form (string-trim-right (pp-to-string (lispm-tools--read-one form))))
   (let* ((sexp (lispm-tools--read-one form))
-         (value (let ((inhibit-interaction t))
-                  (eval sexp t)))
-         (printed (let ((print-length 200) (print-level 20))
-                    (prin1-to-string value))))
-    (if (> (length printed) lispm-tools-eval-print-limit)
-        (concat (substring printed 0 lispm-tools-eval-print-limit) "\n[truncated]")
-      printed)))
+         (snapshot (lispm-edit-snapshot (lispm-tools--folder agent)))
+         (failure nil)
+         (value (condition-case err
+                    (let ((inhibit-interaction t))
+                      (eval sexp t))
+                  (error (setq failure err) nil)))
+         (changes (lispm-edit-snapshot-changes snapshot)))
+    (lispm-tools--with-changes
+     (if failure
+         (lispm-tools--failure failure)
+       (let ((printed (let ((print-length 200) (print-level 20))
+                        (prin1-to-string value))))
+         (list :ok t :text (if (> (length printed) lispm-tools-eval-print-limit)
+                               (concat (substring printed 0 lispm-tools-eval-print-limit)
+                                       "\n[truncated]")
+                             printed))))
+     changes)))
 
 ;;; Searching tools
 

@@ -58,7 +58,7 @@
     (should (custom-variable-p option))
     (should (widget-apply (widget-convert (get option 'custom-type)) :match
                           (symbol-value option))))
-  (dolist (constant '(lispm-views-push-delay lispm-ide-replace-max-seconds))
+  (dolist (constant '(lispm-views-push-delay lispm-edit-replace-max-seconds))
     (should (special-variable-p constant))
     (should-not (custom-variable-p constant))
     (should (get constant 'risky-local-variable))))

@@ -501,22 +501,23 @@ to read on]"))))
                     "line 25\n" "line 25\nadded\n"
                     (replace-regexp-in-string "line 3\n" "LINE THREE\n" original)))
            (file (lispm-tools-test--write folder "f.txt" original))
-           (diff (lispm-tools-diff original wanted "f.txt")))
+           (diff (lispm-edit-diff original wanted "f.txt")))
       (should (string-match-p "^@@ .* @@\n.*\n.*\n-line 3\n\\+LINE THREE\n" diff))
       (should (equal (plist-get (lispm-tool-target "edit_file" agent
                                                    (list :path "f.txt" :diff diff))
                                 :diff)
                      diff))
-      (should (equal (lispm-tools-test--run "edit_file" agent (list :path "f.txt" :diff diff))
+      (should (equal (lispm-tools-json-result
+                      (lispm-tools-test--run "edit_file" agent (list :path "f.txt" :diff diff)))
                      (list :ok t :text (format "Wrote f.txt (%d characters)" (length wanted)))))
       (should (equal (lispm-tools-test--read file) wanted))
       (lispm-tools-test--undo-once (find-buffer-visiting file))
       (with-current-buffer (find-buffer-visiting file)
         (should (equal (buffer-string) original)))
       ;; A hunk that moved still applies; one whose lines are not there does not.
-      (should (equal (lispm-tools-apply-diff "x\na\nb\nc\n" "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n")
+      (should (equal (lispm-edit-apply-diff "x\na\nb\nc\n" "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n")
                      "x\na\nB\nc\n"))
-      (should (equal (lispm-tools-apply-diff "a\nb" "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n")
+      (should (equal (lispm-edit-apply-diff "a\nb" "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n")
                      "a\nc\n"))
       (let ((result (lispm-tools-test--run
                      "edit_file" agent
@@ -532,7 +533,9 @@ to read on]"))))
   (lispm-tools-test--in-folder
     (let ((result (lispm-tools-test--run "write_file" agent
                                          '(:path "deep/er/new.txt" :content "fresh\n"))))
-      (should (equal result '(:ok t :text "Created deep/er/new.txt (6 characters)"))))
+      (should (equal (lispm-tools-json-result result)
+                     '(:ok t :text "Created deep/er/new.txt (6 characters)")))
+      (should (lispm-change-created (car (plist-get result :changes)))))
     (should (equal (lispm-tools-test--read (expand-file-name "deep/er/new.txt" folder)) "fresh\n"))
     (let* ((file (lispm-tools-test--write folder "old.txt" "old\n"))
            (buffer (find-file-noselect file)))
