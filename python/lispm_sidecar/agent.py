@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import LispmError
+
 if TYPE_CHECKING:
     from .confine import Visibility
     from .delivery import DeliveryQueue, Handover
@@ -35,8 +37,11 @@ class Agent:
     folder: str
     instance: int
     session_id: str
+    #: Its private folder; created only for an agent with a server.
     files: AgentFiles
-    server: HttpServer
+    #: Its MCP server; None for a kind whose agents need none
+    #: (`KindAdapter.serves_mcp`: an agent that lives in Emacs).
+    server: HttpServer | None
     seen: Visibility
     on_reached: Callable[[Agent], None]
     queue: DeliveryQueue = field(init=False)
@@ -48,21 +53,26 @@ class Agent:
     launch: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        """Return what Emacs needs to launch this agent's CLI."""
+        """Return what Emacs needs to launch this agent's CLI.
+
+        An agent without a server has no port, URL or token file (None)."""
+        served = self.server is not None
         return dict(
             self.launch,
             name=self.name,
             kind=self.kind,
             folder=self.folder,
-            port=self.server.port,
-            url=self.url,
+            port=self.server.port if self.server is not None else None,
+            url=self.url if served else None,
             session_id=self.session_id,
-            token_file=str(self.files.token_file),
+            token_file=str(self.files.token_file) if served else None,
         )
 
     @property
     def url(self) -> str:
-        """The MCP endpoint of this agent."""
+        """The MCP endpoint of this agent, which must have a server."""
+        if self.server is None:
+            raise LispmError(f"{self.name} is a {self.kind} agent, which has no MCP server")
         return f"http://127.0.0.1:{self.server.port}/mcp"
 
     def reached(self) -> None:

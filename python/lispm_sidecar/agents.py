@@ -3,7 +3,9 @@
 Emacs owns the agent registry (it creates agents and knows their state);
 the sidecar keeps what it needs to serve each agent: name, kind, folder,
 the HTTP server, the token's folder, the watcher of the CLI's own records
-and the queue of messages waiting for it.  What differs by kind (Claude's
+and the queue of messages waiting for it.  An agent that lives in Emacs
+(kind `lispm`) has only a name, a folder, a queue and the activity Emacs
+reports: no server, no token, no CLI to watch.  What differs by kind (Claude's
 IDE server, a daemon's or Gateway's way of taking messages) is the kind's
 adapter's business (`kinds/`): this module knows no kind by name.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,7 @@ from .runtime import AgentFiles, new_token
 
 if TYPE_CHECKING:
     from .kinds.base import KindAdapter
+    from .mcp_server import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +150,56 @@ class Agents:
                      options: dict[str, Any]) -> Agent:
         adapter = self.adapter(kind)
         files = AgentFiles(self.root, self.owner_pid, name, instance)
+        agent: Agent | None = None
+
+        def authenticated() -> None:
+            if agent is not None and not agent.connected:
+                agent.connected = True
+                self.services.on_connected(agent)
+
+        seen = Visibility(folder)
+        if earlier:  # its conversation holds what it was told before
+            seen.link(await self._links_delivered_to(name))
+        server = (await self._serve(name, instance, files, port, restore, seen, authenticated)
+                  if adapter.serves_mcp else None)
+        agent = Agent(
+            name=name, kind=kind, folder=folder, instance=instance,
+            session_id=session_id or str(uuid.uuid4()), files=files, server=server,
+            seen=seen, on_reached=self._reached, resumed=earlier and not restore,
+        )
+        try:
+            await adapter.open(agent, options, restore)
+        except BaseException:
+            await adapter.shut(agent)
+            if server is not None:
+                await server.stop()
+            if not restore:
+                await adapter.close(agent)
+                files.remove()
+            raise
+        agent.queue = DeliveryQueue(
+            name, instance, self.services.ledger, adapter.handover(agent),
+            lambda _queue: self.services.on_activity(agent) if agent else None,
+            on_delivered=lambda message: seen.link(buffer_links(message.text)),
+            renderer=adapter.renderer(agent),
+        )
+        self.by_name[name] = agent
+        agent.queue.start()
+        if agent.watcher is not None:  # one the adapter made at `open`: no process to wait for
+            await agent.watcher.start()
+            agent.queue.attach(agent.watcher)
+        if server is not None:
+            log.info("agent %s (%s) serves on port %d", name, kind, server.port)
+        else:
+            log.info("agent %s (%s) registered, without a server", name, kind)
+        return agent
+
+    async def _serve(self, name: str, instance: int, files: AgentFiles, port: int,
+                     restore: bool, seen: Visibility,
+                     authenticated: Callable[[], None]) -> HttpServer:
+        """Start the MCP server of agent NAME, with its token in FILES (new
+        unless RESTORE, then on the same PORT); AUTHENTICATED is called on
+        each authenticated request."""
         if restore:
             if port <= 0:
                 raise InvalidParams("restoring an agent needs its port")
@@ -159,16 +213,6 @@ class Agents:
         from .mcp_tools import build_mcp
         from .views import Views
 
-        agent: Agent | None = None
-
-        def authenticated() -> None:
-            if agent is not None and not agent.connected:
-                agent.connected = True
-                self.services.on_connected(agent)
-
-        seen = Visibility(folder)
-        if earlier:  # its conversation holds what it was told before
-            seen.link(await self._links_delivered_to(name))
         views = Views(self.services.mirror, seen, self.services.link)
         mcp = build_mcp(name, instance, self.services.list_agents, self.messenger, views,
                         self.services.lisp_tools)
@@ -180,30 +224,7 @@ class Agents:
             if not restore:
                 files.remove()
             raise
-        agent = Agent(
-            name=name, kind=kind, folder=folder, instance=instance,
-            session_id=session_id or str(uuid.uuid4()), files=files, server=server,
-            seen=seen, on_reached=self._reached, resumed=earlier and not restore,
-        )
-        try:
-            await adapter.open(agent, options, restore)
-        except BaseException:
-            await adapter.shut(agent)
-            await server.stop()
-            if not restore:
-                await adapter.close(agent)
-                files.remove()
-            raise
-        agent.queue = DeliveryQueue(
-            name, instance, self.services.ledger, adapter.handover(agent),
-            lambda _queue: self.services.on_activity(agent) if agent else None,
-            on_delivered=lambda message: seen.link(buffer_links(message.text)),
-            renderer=adapter.renderer(agent),
-        )
-        self.by_name[name] = agent
-        agent.queue.start()
-        log.info("agent %s (%s) serves on port %d", name, kind, server.port)
-        return agent
+        return server
 
     async def _links_delivered_to(self, name: str) -> set[str]:
         """The buffers linked in messages already handed to agent NAME."""
@@ -226,6 +247,12 @@ class Agents:
             agent.queue.attach(watcher)
         return agent
 
+    def report_activity(self, name: str, instance: int, activity: str | None) -> None:
+        """Take what Emacs says agent NAME (INSTANCE), which lives in Emacs, is
+        doing (see `KindAdapter.report_activity`)."""
+        agent = self.get(name, instance)
+        self.adapter(agent.kind).report_activity(agent, activity)
+
     def _reached(self, agent: Agent) -> None:
         if not agent.connected and self.by_name.get(agent.name) is agent:
             agent.connected = True
@@ -236,7 +263,8 @@ class Agents:
         if agent.watcher is not None:
             await agent.watcher.stop()
         await self.adapter(agent.kind).shut(agent)
-        await agent.server.stop()
+        if agent.server is not None:
+            await agent.server.stop()
 
     async def _close(self, agent: Agent) -> None:
         """AGENT is gone for good: undo its adapter's work, delete its files."""

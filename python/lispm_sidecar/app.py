@@ -25,6 +25,7 @@ from .errors import LispmError
 from .kinds.claude.ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
 from .protocol import (
+    ActorActivityParams,
     AgentActivityParams,
     AgentAttachedParams,
     AgentAttachedResult,
@@ -35,6 +36,8 @@ from .protocol import (
     AgentsResult,
     AgentStartParams,
     AgentStopParams,
+    AskAgentParams,
+    AskAgentResult,
     AtMentionParams,
     AtMentionResult,
     AuditParams,
@@ -48,8 +51,11 @@ from .protocol import (
     Json,
     LedgerParams,
     LedgerResult,
+    MessageSentResult,
     PingEmacsParams,
     PingEmacsResult,
+    ReplyParams,
+    SendMessageParams,
     StatsResult,
     ToolResultParams,
 )
@@ -105,6 +111,10 @@ class Sidecar:
         link.serve(protocol.TOOL_RESULT, self.tool_result)
         link.serve(protocol.AUDIT, self.audit)
         link.serve(protocol.DECISIONS, self.decisions)
+        link.serve(protocol.SEND_MESSAGE, self.send_message)
+        link.serve(protocol.ASK_AGENT, self.ask_agent)
+        link.serve(protocol.REPLY, self.reply)
+        link.serve(protocol.ACTOR_ACTIVITY, self.actor_activity)
         link.serve(protocol.PING, self.ping)
         link.serve(protocol.PING_EMACS, self.ping_emacs)
         link.serve(protocol.STATS, self.stats)
@@ -225,6 +235,36 @@ class Sidecar:
         """Finish a tool call that waited for the user (a notification)."""
         if not self.lisp_tools.resolve(params["call_id"], dict(params)):
             log.info("a result for tool call %s, which no one waits for", params["call_id"])
+
+    # Messaging for an agent that lives in Emacs: the MCP tools' three calls,
+    # with the same checks and errors, the sender a live agent of this sidecar.
+
+    async def send_message(self, params: SendMessageParams) -> MessageSentResult:
+        """Send a message from the agent PARAMS name, as `send_message` does."""
+        sender = self.agents.get(params["name"], params["instance"])
+        return {"text": await self.agents.messenger.send_message(
+            sender.name, params["to"], params["text"])}
+
+    async def ask_agent(self, params: AskAgentParams) -> AskAgentResult:
+        """Ask another agent on behalf of the agent PARAMS name, as `ask_agent` does."""
+        sender = self.agents.get(params["name"], params["instance"])
+        text, request_id = await self.agents.messenger.ask(
+            sender.name, params["to"], params["text"])
+        return {"text": text, "request_id": request_id}
+
+    async def reply(self, params: ReplyParams) -> MessageSentResult:
+        """Answer a request asked of the agent PARAMS name, as `reply` does."""
+        sender = self.agents.get(params["name"], params["instance"])
+        return {"text": await self.agents.messenger.reply(
+            sender.name, params["request_id"], params["text"])}
+
+    async def actor_activity(self, params: ActorActivityParams) -> None:
+        """Take what an agent that lives in Emacs is doing (a notification)."""
+        try:
+            self.agents.report_activity(params["name"], params["instance"],
+                                        params["activity"])
+        except LispmError as err:  # it may have stopped meanwhile
+            log.info("activity of %s not taken: %s", params["name"], err)
 
     async def audit(self, params: AuditParams) -> None:
         """Record a policy decision in the ledger (a notification)."""

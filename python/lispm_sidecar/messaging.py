@@ -4,7 +4,9 @@ Every text goes into the ledger first (one durable commit) and then into
 the recipient's delivery queue, so a message survives a restart of the
 sidecar between being sent and being delivered.  Tools return at once;
 answers arrive later as the asker's next message.  An agent cannot message
-or ask itself.
+or ask itself.  The same three calls serve an agent's MCP tools and, over
+the link (`lispm/send-message`, `lispm/ask-agent`, `lispm/reply`), an
+agent that lives in Emacs.
 """
 
 from __future__ import annotations
@@ -58,10 +60,15 @@ class Messenger:
 
     async def ask_agent(self, sender: str, to: str, request: str) -> str:
         """Queue REQUEST for TO under a new request id; answer at once with the id."""
+        text, _ = await self.ask(sender, to, request)
+        return text
+
+    async def ask(self, sender: str, to: str, request: str) -> tuple[str, str]:
+        """As `ask_agent`, and return the request id beside the answer."""
         self._check_recipient(sender, to)
         asked = await self._ledger.ask(sender, to, request)
         self._queued([asked.message])
-        return f"asked {to}, request {asked.id}"
+        return f"asked {to}, request {asked.id}", asked.id
 
     async def reply(self, sender: str, request_id: str, text: str) -> str:
         """Answer REQUEST_ID, which must have been asked of SENDER and still be open."""

@@ -222,15 +222,18 @@ class AgentStartParams(TypedDict):
 
 
 class AgentLaunch(TypedDict):
-    """What Emacs needs to launch an agent's CLI; each kind adds its own keys."""
+    """What Emacs needs to launch an agent's CLI; each kind adds its own keys.
+
+    `port`, `url` and `token_file` are null for a kind whose agents have
+    no MCP server (`lispm`, an actor in Emacs)."""
 
     name: str
     kind: str
     folder: str
-    port: int
-    url: str
+    port: int | None
+    url: str | None
     session_id: str | None
-    token_file: str
+    token_file: str | None
     #: Claude's: its IDE server's port, and the `--mcp-config` file.
     ide_port: NotRequired[int]
     claude_mcp_config: NotRequired[str]
@@ -308,6 +311,53 @@ class ToolResult(TypedDict):
 
 class ToolResultParams(ToolResult):
     call_id: Name
+
+
+class SendMessageParams(TypedDict):
+    """Agent NAME (INSTANCE) sends TEXT to agent TO."""
+
+    name: Name
+    instance: Natural
+    to: Name
+    text: str
+
+
+class AskAgentParams(TypedDict):
+    """Agent NAME (INSTANCE) asks agent TO: TEXT is the request."""
+
+    name: Name
+    instance: Natural
+    to: Name
+    text: str
+
+
+class ReplyParams(TypedDict):
+    """Agent NAME (INSTANCE) answers REQUEST_ID with TEXT."""
+
+    name: Name
+    instance: Natural
+    request_id: Name
+    text: str
+
+
+class MessageSentResult(TypedDict):
+    """What the messaging tools answer: `sent to codex`, `replied to ...`."""
+
+    text: str
+
+
+class AskAgentResult(TypedDict):
+    text: str
+    request_id: str
+
+
+class ActorActivityParams(TypedDict):
+    """What an actor without a terminal is doing, as Emacs knows it: `idle`
+    lets its queue hand a message over; anything else (or null) waits."""
+
+    name: Name
+    instance: Natural
+    activity: str | None
 
 
 class AuditParams(TypedDict):
@@ -472,6 +522,25 @@ class CallToolResult(ToolResult):
     within: NotRequired[float]
 
 
+class DeliverParams(TypedDict):
+    """A due message for an actor without a terminal: TEXT as it reads it,
+    and the ledger's facts of the message."""
+
+    name: str
+    instance: int
+    text: str
+    message_id: int
+    kind: str
+    sender: str
+    request_id: str | None
+
+
+class DeliverResult(TypedDict):
+    """Whether the actor took the message (it was idle)."""
+
+    taken: bool
+
+
 class AgentConnectedParams(TypedDict):
     name: str
     instance: int
@@ -510,6 +579,14 @@ TOOL_RESULT = _notification("lispm/tool-result", "sidecar", ToolResultParams,
                             "a tool call that waited for the user has finished")
 AUDIT = _notification("lispm/audit", "sidecar", AuditParams,
                       "record a policy decision in the ledger")
+SEND_MESSAGE = Method("lispm/send-message", "sidecar", SendMessageParams, MessageSentResult,
+                      "an agent in Emacs sends a message, as the send_message tool")
+ASK_AGENT = Method("lispm/ask-agent", "sidecar", AskAgentParams, AskAgentResult,
+                   "an agent in Emacs asks another, as the ask_agent tool")
+REPLY = Method("lispm/reply", "sidecar", ReplyParams, MessageSentResult,
+               "an agent in Emacs answers a request, as the reply tool")
+ACTOR_ACTIVITY = _notification("lispm/actor-activity", "sidecar", ActorActivityParams,
+                               "what an agent without a terminal is doing, as Emacs knows")
 DECISIONS = Method("lispm/decisions", "sidecar", DecisionsParams, DecisionsResult,
                    "the newest policy decisions")
 PING = Method("lispm/ping", "sidecar", Json, Json, "answer the params unchanged")
@@ -542,6 +619,8 @@ SKILL = Method("emacs/skill", "emacs", SkillParams, SkillResult,
                "a skill's instructions; load its code")
 CALL_TOOL = Method("emacs/call-tool", "emacs", CallToolParams, CallToolResult,
                    "run a LispM tool under the user's policy")
+DELIVER = Method("emacs/deliver", "emacs", DeliverParams, DeliverResult,
+                 "hand a due message to an agent without a terminal, if it is idle")
 EMACS_PING = Method("emacs/ping", "emacs", Json, Json, "answer the params unchanged")
 AGENT_CONNECTED = _notification("lispm/agent-connected", "emacs", AgentConnectedParams,
                                 "an agent's CLI reached its MCP server")
@@ -552,7 +631,8 @@ AGENT_ACTIVITY = _notification("lispm/agent-activity", "emacs", AgentActivityPar
 METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     HELLO, AGENT_START, AGENTS_FORGET, AGENT_ATTACHED, AGENT_STOP, AGENTS, LEDGER,
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
+    SEND_MESSAGE, ASK_AGENT, REPLY, ACTOR_ACTIVITY,
     PING_EMACS, STATS, SHUTDOWN,
     LIST_AGENTS, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE, SAVE_DOCUMENT,
-    SEARCH_TOOLS, SKILL, CALL_TOOL, EMACS_PING, AGENT_CONNECTED, AGENT_ACTIVITY,
+    SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED, AGENT_ACTIVITY,
 )}

@@ -70,7 +70,7 @@ async def test_an_unknown_kind_is_refused_and_nothing_starts(
     error = answer["error"]
     assert error["code"] == -32602
     assert error["message"] == ("unknown agent kind 'chatgpt'; the kinds are "
-                                "claude, codex, hermes, holon, openclaw")
+                                "claude, codex, hermes, holon, lispm, openclaw")
     assert (await sidecar.call("lispm/agents", {}))["agents"] == []
     assert private_files(tmp_path) == []
     # The name is free: a known kind starts under it.

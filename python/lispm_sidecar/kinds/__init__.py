@@ -4,8 +4,9 @@ Every agent has an MCP server, a token folder and a delivery queue
 (`agents.py`); a kind's adapter (`kinds/<kind>/adapter.py`) adds its
 kind's part: Claude's IDE server, Holon's registry entry and skill,
 OpenClaw's Gateway session.  It also chooses how messages reach the agent
-(`Handover`: the terminal's composer, a daemon or a Gateway) and makes
-the watcher of its state (`kinds/<kind>/watcher.py`, on the shared
+(`Handover`: the terminal's composer, a daemon, a Gateway, or Emacs
+itself for `lispm`, LispM's own agent, which has no terminal and no MCP
+server) and makes the watcher of its state (`kinds/<kind>/watcher.py`, on the shared
 machinery of `watchers/`).  The kinds are the keys of `KINDS`:
 `Agents.start` refuses any other.
 
@@ -29,6 +30,7 @@ KINDS: dict[str, str] = {
     "codex": "CodexAdapter",
     "hermes": "HermesAdapter",
     "holon": "HolonAdapter",
+    "lispm": "LispmAdapter",
     "openclaw": "OpenClawAdapter",
 }
 

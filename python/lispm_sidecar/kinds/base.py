@@ -19,12 +19,16 @@ class KindAdapter:
     """What one kind of agent adds; one adapter object per kind and sidecar.
 
     The hooks run in this order: `open` (before the agent's queue exists:
-    it may decide the handover), `handover` and `renderer`, `watcher` (when
-    the terminal's process is known), `shut` (the agent's servers stop:
+    it may decide the handover, and set `agent.watcher` if its state needs
+    no process), `handover` and `renderer`, `watcher` (when the terminal's
+    process is known), `shut` (the agent's servers stop:
     also when the sidecar goes away with the agent still running) and
     `close` (the agent is gone for good)."""
 
     kind: ClassVar[str] = ""
+    #: Whether its agents get an MCP server and a token of their own; an
+    #: agent that lives in Emacs calls the sidecar over the link instead.
+    serves_mcp: ClassVar[bool] = True
 
     def __init__(self, context: AdapterContext) -> None:
         self.context = context
@@ -63,6 +67,13 @@ class KindAdapter:
         """Hand the user's decision on the diff DIFF_ID to the agent of this
         kind that showed it; False if none of them waits for it."""
         return False
+
+    def report_activity(self, agent: Agent, activity: str | None) -> None:
+        """Emacs says what AGENT, which lives in Emacs, is doing (ACTIVITY).
+
+        Only such a kind takes it: the others' activity is their records'."""
+        raise InvalidParams(f"{agent.name} is a {agent.kind} agent, whose activity "
+                            f"its own records tell")
 
     async def mention(self, agent: Agent, file: str, line_start: int, line_end: int) -> int:
         """Mention lines LINE_START to LINE_END of FILE to AGENT, as its IDE
