@@ -15,10 +15,10 @@
 ;;; Commentary:
 
 ;; Every tool call an agent makes through LispM (and every action of
-;; LispM's own agent) has a kind: `read', `edit', `shell', `eval' or
-;; `message'.  The policy says, per role and per kind, whether it runs
-;; at once (`allow'), waits for the user (`ask', see `lispm-approvals'),
-;; or is refused (`deny'):
+;; LispM's own agent) has a kind: `read', `introspect', `edit',
+;; `shell', `eval' or `message'.  The policy says, per role and per
+;; kind, whether it runs at once (`allow'), waits for the user (`ask',
+;; see `lispm-approvals'), or is refused (`deny'):
 ;;
 ;;   (lispm-policy-decide AGENT ROLE KIND TARGET)  => allow, ask or deny
 ;;
@@ -48,6 +48,7 @@
 
 (defconst lispm-policy-kind-alist
   '((read . "reading files, buffers and Emacs's state")
+    (introspect . "reading Emacs's documentation, source and manuals")
     (edit . "changing files")
     (shell . "running shell commands")
     (eval . "evaluating Emacs Lisp")
@@ -87,11 +88,13 @@ and audit name them.")
                         string))))
 
 (defcustom lispm-policy-roles
-  '((default (read allow) (message allow) (edit ask) (shell ask) (eval ask)))
+  '((default (read allow) (introspect allow) (message allow)
+             (edit ask) (shell ask) (eval ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):
 
-  KIND      one of `read', `edit', `shell', `eval', `message'
+  KIND      one of `read', `introspect', `edit', `shell', `eval',
+            `message'
   DECISION  `allow' (runs at once), `ask' (waits for the user's
             approval) or `deny' (refused with an error)
   PATTERNS  optional glob patterns, relative to the agent's folder,

@@ -55,6 +55,7 @@
 ;;   lispm-tools.el     LispM's tool registry and its base tools
 ;;   lispm-skills.el    org-file skills, and trusting a project's code
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
+;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
@@ -78,6 +79,7 @@
 (require 'lispm-tools)
 (require 'lispm-skills)
 (require 'lispm-calls)
+(require 'lispm-introspect)
 
 ;; The App Store and its apps load when first used.  These forms name
 ;; their commands in a source checkout, which has no generated
