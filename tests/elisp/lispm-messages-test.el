@@ -174,6 +174,30 @@ Return PREDICATE's last value."
                         (string-search "no agent named 'reviewer'"
                                        (plist-get outcome :error))))))))))
 
+(ert-deftest lispm-messages-test-a-restarted-sidecar-gets-the-actors-back ()
+  (lispm-messages-test--with-sidecar
+    (let ((sender (lispm-messages-test--actor "emacs"))
+          (receiver (lispm-messages-test--actor "reviewer")))
+      (lispm-messages-test--register sender)
+      (lispm-messages-test--register receiver)
+      (let ((old-pid (lispm-sidecar-pid)))
+        (signal-process old-pid 'SIGKILL)
+        (should (lispm-messages-test--until
+                 (lambda () (and (lispm-sidecar-live-p)
+                                 (not (eql (lispm-sidecar-pid) old-pid))
+                                 (= (length (plist-get (lispm-sidecar-request 'lispm/agents nil)
+                                                       :agents))
+                                    2)))
+                 15)))
+      ;; Both are back, and the receiver's idleness with them.
+      (should (equal (lispm-messages-test--wait-outcome
+                      #'lispm-messages-send sender "reviewer" "after the restart")
+                     '(:ok t :text "sent to reviewer")))
+      (should (lispm-messages-test--until
+               (lambda () (lispm-messages-test-actor-inbox receiver))))
+      (should (equal (lispm-messages-test--inbox receiver)
+                     '("[Message from emacs]\nafter the restart"))))))
+
 (ert-deftest lispm-messages-test-deliver-goes-to-the-registered-actor-it-names ()
   (lispm-test-with-registry
     (let* ((lispm-messages--registered nil)
