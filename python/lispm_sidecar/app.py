@@ -24,6 +24,7 @@ from .emacs_tools import LispTools
 from .errors import LispmError
 from .kinds.claude.ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
+from .models.stream import ModelStreams
 from .protocol import (
     ActorActivityParams,
     AgentActivityParams,
@@ -98,6 +99,7 @@ class Sidecar:
         self._inotify: Inotify | None = None
         self.mirror = EditorMirror()
         self.lisp_tools = LispTools(link)
+        self.models = ModelStreams(link)
         link.serve(protocol.HELLO, self.hello)
         link.serve(protocol.AGENT_START, self.agent_start)
         link.serve(protocol.AGENT_ATTACHED, self.agent_attached)
@@ -119,6 +121,8 @@ class Sidecar:
         link.serve(protocol.PING_EMACS, self.ping_emacs)
         link.serve(protocol.STATS, self.stats)
         link.serve(protocol.SHUTDOWN, self.shutdown)
+        link.serve(protocol.MODEL_STREAM, self.models.start)
+        link.serve(protocol.MODEL_CANCEL, self.models.cancel)
 
     @property
     def agents(self) -> Agents:
@@ -343,6 +347,7 @@ class Sidecar:
 
     async def shutdown(self, params: Empty) -> Empty:
         """Stop every agent's server, delete their files, and exit after answering."""
+        await self.models.close()
         await self.agents.stop_all(keep_files=False)
         asyncio.get_running_loop().call_soon(self.stopping.set)
         return {}

@@ -393,7 +393,51 @@ class StatsResult(TypedDict):
     agents: int
 
 
+class ModelStreamParams(TypedDict):
+    """A model request (models/neutral.py): messages are {role, content,
+    tool_calls?, tool_call_id?, name?}, tools {name, description, parameters}."""
+
+    stream: Name
+    api: Name
+    base_url: Name
+    model: Name
+    key_file: NotRequired[str | None]
+    key_env: NotRequired[str | None]
+    system: NotRequired[str | None]
+    messages: list[Json]
+    tools: NotRequired[list[Json] | None]
+    max_tokens: NotRequired[Natural | None]
+    timeout: NotRequired[float | None]
+
+
+class ModelCancelParams(TypedDict):
+    stream: Name
+
+
+class ModelCancelResult(TypedDict):
+    cancelled: bool
+
+
 # Sidecar → Emacs
+
+
+class ModelEventParams(TypedDict):
+    """One event of a model stream; `type` says which other keys it has:
+    text {text}; tool_call {id, name, arguments}; usage {input_tokens,
+    output_tokens}; done {stop_reason}; error {message, status?, body?}."""
+
+    stream: str
+    type: Literal["text", "tool_call", "usage", "done", "error"]
+    text: NotRequired[str]
+    id: NotRequired[str]
+    name: NotRequired[str]
+    arguments: NotRequired[str]
+    input_tokens: NotRequired[int]
+    output_tokens: NotRequired[int]
+    stop_reason: NotRequired[str]
+    message: NotRequired[str]
+    status: NotRequired[int]
+    body: NotRequired[str]
 
 
 class EmacsAgent(TypedDict):
@@ -596,6 +640,10 @@ STATS = Method("lispm/stats", "sidecar", Empty, StatsResult,
                "the sidecar's pid, resident memory and number of agents")
 SHUTDOWN = Method("lispm/shutdown", "sidecar", Empty, Empty,
                   "stop every agent and exit after answering")
+MODEL_STREAM = Method("lispm/model-stream", "sidecar", ModelStreamParams, Empty,
+                      "start a model request; its answer comes as lispm/model-event")
+MODEL_CANCEL = Method("lispm/model-cancel", "sidecar", ModelCancelParams, ModelCancelResult,
+                      "cancel a model stream: it sends nothing more")
 
 LIST_AGENTS = Method("emacs/list-agents", "emacs", Empty, ListAgentsResult,
                      "the live agents, from Emacs's registry")
@@ -626,13 +674,15 @@ AGENT_CONNECTED = _notification("lispm/agent-connected", "emacs", AgentConnected
                                 "an agent's CLI reached its MCP server")
 AGENT_ACTIVITY = _notification("lispm/agent-activity", "emacs", AgentActivityParams,
                                "an agent's activity, queue length and CLI session changed")
+MODEL_EVENT = _notification("lispm/model-event", "emacs", ModelEventParams,
+                            "an event of a model stream: text, tool_call, usage, done, error")
 
 #: Every method of the link, by name.
 METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     HELLO, AGENT_START, AGENTS_FORGET, AGENT_ATTACHED, AGENT_STOP, AGENTS, LEDGER,
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
     SEND_MESSAGE, ASK_AGENT, REPLY, ACTOR_ACTIVITY,
-    PING_EMACS, STATS, SHUTDOWN,
+    PING_EMACS, STATS, SHUTDOWN, MODEL_STREAM, MODEL_CANCEL, MODEL_EVENT,
     LIST_AGENTS, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE, SAVE_DOCUMENT,
     SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED, AGENT_ACTIVITY,
 )}

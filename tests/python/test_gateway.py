@@ -667,6 +667,88 @@ def test_done_after_last_step_and_placeholders() -> None:
     assert decide(Conversation("x"), no_shell).reply.text.startswith("no shell tool offered")
 
 
+def test_several_calls_are_one_step_and_their_results_one_round() -> None:
+    rules = parse_script([{"match": "go", "steps": [
+        {"text": "Both.", "calls": [{"tool": "Read", "args": {"path": "a"}},
+                                    {"tool": "Read", "args": {"path": "b"}}]},
+        {"say": "then {last_tool_result}"}]}])
+    tools = (OfferedTool("Read"),)
+    first = decide(Conversation("go", (), tools, 0), rules)
+    assert first.reply.text == "Both."
+    assert [c.args for c in first.reply.calls] == [{"path": "a"}, {"path": "b"}]
+    assert first.as_log()["calls"] == [{"tool": "Read", "args": {"path": "a"}},
+                                       {"tool": "Read", "args": {"path": "b"}}]
+    results = (ToolResult("Read", "A"), ToolResult("Read", "B"))
+    second = decide(Conversation("go", results, tools, 1), rules)
+    assert (second.step, second.reply.text) == (1, "then B")
+    # Without a count of rounds, each result counts as one (the CLIs' one call a reply).
+    assert decide(Conversation("go", results, tools), rules).source == "done"
+
+
+async def test_results_after_one_reply_are_one_round_on_each_wire() -> None:
+    script = [{"match": "go", "steps": [
+        {"calls": [{"tool": "Bash", "args": {"command": "a"}},
+                   {"tool": "Bash", "args": {"command": "b"}}]},
+        {"say": "second"}, {"say": "third"}]}]
+    claude = claude_body([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "A"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "B"}]}], stream=False)
+    hermes = chat_body([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c1", "function": {"name": "terminal", "arguments": "{}"}},
+            {"id": "c2", "function": {"name": "terminal", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "A"},
+        {"role": "tool", "tool_call_id": "c2", "content": "B"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c3", "function": {"name": "terminal", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c3", "content": "C"}], stream=False)
+    async with Gateway(script) as gw:
+        for path, body in (("/v1/messages", claude), ("/v1/chat/completions", hermes)):
+            status, _ = await post(gw, path, body)
+            assert status == 200
+    assert [e["answer"]["step"] for e in gw.main_requests()] == [1, 2]
+
+
+def test_the_new_steps_are_checked() -> None:
+    for step, message in (
+            ({"status": 200}, "status must be an HTTP error status"),
+            ({"say": "x", "long": 5}, "needs exactly one of"),
+            ({"long": -1}, "long must be an integer >= 0"),
+            ({"say": "x", "cut": "3"}, "cut must be an integer >= 0"),
+            ({"calls": []}, "calls must be a non-empty list"),
+            ({"calls": [{"tool": "Read", "arg": {}}]}, "each call is")):
+        with pytest.raises(ScriptError, match=message):
+            parse_script([{"match": "", "steps": [step]}])
+
+
+async def test_status_long_and_a_wrong_key() -> None:
+    from lispm_sidecar.testing.gateway_script import long_text
+
+    assert len(long_text(100_000)) == 100_000 and long_text(100) == long_text(1000)[:100]
+    script = [{"match": "busy", "steps": [{"status": 529}]},
+              {"match": "long", "steps": [{"long": 5000}]}]
+    async with Gateway(script, api_keys=["k-right"]) as gw:
+        busy = await post(gw, "/v1/messages", claude_body(
+            [{"role": "user", "content": "busy"}], stream=False), **{"x-api-key": "k-right"})
+        long = await post(gw, "/v1/messages", claude_body(
+            [{"role": "user", "content": "long"}], stream=False), **{"x-api-key": "k-right"})
+        wrong = await post(gw, "/v1/chat/completions", chat_body(
+            [{"role": "user", "content": "long"}], stream=False),
+            Authorization="Bearer k-wrong")
+    assert busy[0] == 529 and orjson.loads(busy[1])["error"]["type"] == "overloaded_error"
+    assert orjson.loads(long[1])["content"][0]["text"] == long_text(5000)
+    assert wrong[0] == 401 and b"k-wrong" not in wrong[1]
+    assert [e["status"] for e in gw.requests] == [529, 200, 401]
+    assert gw.requests[1]["answer"]["text_length"] == 5000
+    assert len(gw.requests[1]["answer"]["text"]) == 4000
+
+
 # ================================================================ the real CLIs
 
 MCP_STUB = '''

@@ -30,8 +30,10 @@ injected context: Claude's `role:"system"` messages, `<system-reminder>`
 blocks and interrupt markers; Codex's developer message,
 `<environment_context>`, `# AGENTS.md`, `<user_instructions>`; OpenClaw's
 internal-context message), takes the first rule whose `match` is a substring
-of P, counts the tool results after P (n) and answers `steps[n]`; once n ≥
-len(steps) it answers the text `done`. No state is kept between requests, so
+of P (and whose `api`, if the rule has one, is the request's dialect:
+`anthropic`, `responses` or `chat`), counts the rounds of tool results after
+P (n: the results after one model reply are one round) and answers
+`steps[n]`; once n ≥ len(steps) it answers the text `done`. No state is kept between requests, so
 a rule's steps are: tool/shell calls, each answered after the previous
 result, then usually one `say`. A new prompt starts again at step 0.
 
@@ -53,8 +55,22 @@ A step is one model response, with exactly one of:
   "require_escalated"` and a `justification` (an approval prompt);
   `"description"` and `"justification"` may be given.
 
-Optional keys: `"text"` (said before a tool or shell call) and `"delay"`
-(seconds spread over the streamed pieces: slow streaming). In every string,
+- `{"calls": [{"tool": "read_file", "args": {...}}, ...]}`: several tool
+  calls in one reply (each name as in a `tool` step), after `"text"` if given.
+  Its results, however many, count as one step: a step is one model reply,
+  and the results after one reply are one round.
+- `{"long": N}`: a text reply of N characters (numbered ASCII lines,
+  `gateway_script.long_text(N)`), streamed in pieces of 1024 characters
+  (`"piece"` sets another size).
+- `{"status": 529, "body": ...}`: that HTTP status instead of a reply, with
+  `body` as given (a string goes as text/plain, anything else as JSON;
+  without it, an Anthropic-shaped error object).
+
+Optional keys: `"text"` (said before a tool or shell call), `"delay"`
+(seconds spread over the streamed pieces: slow streaming), `"piece"` (stream
+the text in pieces of that many characters, not word by word) and `"cut"`
+(K: after K streamed pieces the gateway drops the connection, so the stream
+ends without its final event). In every string,
 `{last_tool_result}` is the text of the newest tool result, `{prompt}` P, and
 `{request_id}` the id in a LispM `[Request R<n> from …]` header in P.
 
@@ -89,10 +105,17 @@ unknown), `headers` (user-agent, originator, x-app, anthropic-version),
 `auth` (the scheme only: `Bearer` or `x-api-key`), `model`, `stream`,
 `prompt`, `tool_results` ([{name, text}]), `tools` (offered names, Responses
 namespace tools as `namespace.name`), `answer` ({source: script, done,
-directive, echo or side; rule, match, step; text; tool; args}), `status` and
-`body_file`. The raw body goes to `<log>.bodies/<n>.json` (in memory when
-there is no log; `await Gateway.body(n)`, `GET /_gateway/requests/<n>/body`).
-The log file is truncated when the gateway starts.
+directive, echo or side; rule, match, step; text (its first 4000
+characters, and `text_length` if longer); tool; args; `calls` when there are
+several; delay, status, cut when set}), `status`, `body_file`, and
+`cancelled`: true once the gateway saw the client close a stream before its
+end (the log file is then rewritten with it). The raw body goes to
+`<log>.bodies/<n>.json` (in memory when there is no log; `await
+Gateway.body(n)`, `GET /_gateway/requests/<n>/body`). The log file is
+truncated when the gateway starts.
+
+With `api_keys` (`--api-key`, repeatable), a model request whose
+`x-api-key` or `Authorization: Bearer` is not one of them is answered 401.
 
 `POST /_gateway/script` (a JSON list) replaces the rules, `POST
 /_gateway/rules` (a list or one rule) appends, `GET /_gateway/script` shows
@@ -140,7 +163,7 @@ from .gateway_script import (
     parse_rule,
     parse_script,
 )
-from .gateway_wire import Exchange, Json, open_sse, tokens
+from .gateway_wire import Exchange, Json, StreamCut, open_sse, tokens
 
 __all__ = ["Gateway", "ScriptError", "load_script", "main"]
 
@@ -208,13 +231,39 @@ def _binary(data: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
+def _api_key(request: web.Request) -> str | None:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    if scheme == "Bearer" and value:
+        return value
+    return request.headers.get("x-api-key")
+
+
+def _error_response(status: int, body: Any) -> web.Response:
+    """A scripted HTTP error: BODY as given (a string), as JSON, or a default."""
+    if isinstance(body, str):
+        return web.Response(text=body, status=status, content_type="text/plain")
+    if body is None:
+        kind = "overloaded_error" if status == 529 else "scripted_error"
+        body = {"type": "error", "error": {"type": kind,
+                                           "message": f"scripted HTTP status {status}"}}
+    return _binary(body, status)
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 class Gateway:
     """The scripted model gateway; see the module docstring."""
 
     def __init__(self, script: Any = None, *, host: str = "127.0.0.1", port: int = 0,
                  log_path: str | os.PathLike[str] | None = None,
-                 models: Sequence[str] = DEFAULT_MODELS) -> None:
+                 models: Sequence[str] = DEFAULT_MODELS,
+                 api_keys: Sequence[str] = ()) -> None:
         self.host = host
+        self._api_keys = frozenset(api_keys)
         self._want_port = port
         self._log = Path(log_path) if log_path is not None else None
         self._models = list(models)
@@ -366,7 +415,7 @@ class Gateway:
                 "method": request.method, "path": request.path_qs, "api": api, "kind": kind,
                 "headers": headers, "auth": _auth_scheme(request), "model": None,
                 "stream": False, "prompt": None, "tool_results": [], "tools": [],
-                "answer": None, "status": 0, "body_file": None}
+                "answer": None, "status": 0, "body_file": None, "cancelled": False}
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -416,20 +465,27 @@ class Gateway:
             await self._record(entry, body)
             return _binary({"error": {"type": "invalid_request_error",
                                       "message": "body is not a JSON object"}}, 400)
+        if self._api_keys and _api_key(request) not in self._api_keys:
+            entry.update(status=401, error="wrong API key")
+            await self._record(entry, body)
+            return _binary({"type": "error", "error": {"type": "authentication_error",
+                                                       "message": "invalid x-api-key"}}, 401)
         ex = dialect.parse(data)
-        decision = Decision(ex.side, "side") if ex.side else decide(ex.conv, self._rules)
+        decision = Decision(ex.side, "side") if ex.side else decide(ex.conv, self._rules,
+                                                                      entry.get("api"))
         entry.update(kind=ex.kind, model=ex.model, stream=ex.stream, prompt=ex.conv.prompt,
                      tool_results=[{"name": r.name, "text": r.text[:RESULT_LOG_CHARS]}
                                    for r in ex.conv.results],
                      tools=[t.qualified for t in ex.conv.tools], answer=decision.as_log(),
-                     status=200)
+                     status=decision.reply.status or 200)
         await self._record(entry, body)
-        return await self._answer(request, dialect, ex, decision, len(body) // 4)
+        return await self._answer(request, dialect, ex, decision, entry, len(body) // 4)
 
-    @staticmethod
-    async def _answer(request: web.Request, dialect: Dialect, ex: Exchange,
-                      decision: Decision, input_tokens: int) -> web.StreamResponse:
+    async def _answer(self, request: web.Request, dialect: Dialect, ex: Exchange,
+                      decision: Decision, entry: Json, input_tokens: int) -> web.StreamResponse:
         reply = decision.reply
+        if reply.status is not None:
+            return _error_response(reply.status, reply.body)
         if not ex.stream:
             if reply.delay:
                 await asyncio.sleep(reply.delay)
@@ -438,9 +494,26 @@ class Gateway:
         try:
             await dialect.stream(resp, reply, ex, input_tokens)
             await resp.write_eof()
+        except StreamCut:
+            if request.transport is not None:
+                request.transport.abort()
         except ConnectionResetError:
-            pass  # the client went away mid-stream (an interrupt): nothing to do
+            # The client went away mid-stream (an interrupt, a cancel).
+            await self._mark_cancelled(entry)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._mark_cancelled(entry))
+            raise
         return resp
+
+    async def _mark_cancelled(self, entry: Json) -> None:
+        """Record that the client closed ENTRY's stream before its end."""
+        async with self._lock:
+            entry["cancelled"] = True
+            if self._log is not None:
+                lines = b"".join(orjson.dumps(e) + b"\n" for e in self._entries)
+                await asyncio.to_thread(_replace_file, self._log, lines)
+        async with self._changed:
+            self._changed.notify_all()
 
     # ------------------------------------------------------------- control
 
@@ -507,7 +580,8 @@ def _write_port_file(path: Path, port: int) -> None:
 async def serve(args: argparse.Namespace) -> None:
     """Run a gateway until SIGTERM or SIGINT."""
     rules = await asyncio.to_thread(load_script, args.script) if args.script else None
-    gateway = Gateway(rules, host=args.host, port=args.port, log_path=args.log)
+    gateway = Gateway(rules, host=args.host, port=args.port, log_path=args.log,
+                      api_keys=args.api_key or ())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -531,6 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port-file", help="write the port here once listening")
     parser.add_argument("--log", help="JSONL request log; bodies go to <log>.bodies/")
     parser.add_argument("--script", help="JSON list of rules")
+    parser.add_argument("--api-key", action="append",
+                        help="accept only this key (x-api-key or Bearer); may repeat")
     args = parser.parse_args(argv)
     try:
         asyncio.run(serve(args))

@@ -20,10 +20,10 @@ from .gateway_wire import (
     Exchange,
     Json,
     Timeline,
-    chunks,
     is_injected,
     new_id,
     pacer_for,
+    pieces,
     send_sse,
     text_of,
     tokens,
@@ -68,6 +68,8 @@ def _walk(message: Mapping[str, Any], group: int, timeline: Timeline,
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
     if not isinstance(blocks, list):
         return
+    if role == "assistant":
+        timeline.add_assistant()
     for block in blocks:
         if not isinstance(block, Mapping):
             continue
@@ -120,9 +122,9 @@ def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
     content: list[Json] = []
     if reply.text or reply.call is None:
         content.append({"type": "text", "text": reply.text})
-    if reply.call is not None:
-        content.append({"type": "tool_use", "id": new_id("toolu"), "name": reply.call.name,
-                        "input": reply.call.args})
+    for call in reply.calls:
+        content.append({"type": "tool_use", "id": new_id("toolu"), "name": call.name,
+                        "input": call.args})
     usage = _usage(input_tokens, tokens(reply.text))
     return _message(ex, content, _stop_reason(reply), usage)
 
@@ -136,18 +138,19 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     index = 0
     if reply.text or reply.call is None:
         await _event(resp, _block_start(index, {"type": "text", "text": ""}))
-        for piece in chunks(reply.text):
+        for piece in pieces(reply):
             await pacer.tick()
             await _event(resp, _delta(index, {"type": "text_delta", "text": piece}))
         await _event(resp, {"type": "content_block_stop", "index": index})
         index += 1
-    if reply.call is not None:
+    for call in reply.calls:
         await pacer.tick()
-        block = {"type": "tool_use", "id": new_id("toolu"), "name": reply.call.name, "input": {}}
+        block = {"type": "tool_use", "id": new_id("toolu"), "name": call.name, "input": {}}
         await _event(resp, _block_start(index, block))
-        partial = orjson.dumps(reply.call.args).decode()
+        partial = orjson.dumps(call.args).decode()
         await _event(resp, _delta(index, {"type": "input_json_delta", "partial_json": partial}))
         await _event(resp, {"type": "content_block_stop", "index": index})
+        index += 1
     await _event(resp, {"type": "message_delta",
                         "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
                         "usage": {"output_tokens": tokens(reply.text)}})

@@ -22,11 +22,11 @@ from .gateway_wire import (
     Exchange,
     Json,
     Timeline,
-    chunks,
     is_injected,
     new_id,
     now,
     pacer_for,
+    pieces,
     send_sse,
     text_of,
     tokens,
@@ -74,6 +74,7 @@ def _walk(message: Mapping[str, Any], group: int, timeline: Timeline,
             if text:
                 timeline.add_prompt(text, group)
     elif role == "assistant":
+        timeline.add_assistant()
         for call in message.get("tool_calls") or []:
             if isinstance(call, Mapping):
                 function = call.get("function") or {}
@@ -125,12 +126,12 @@ def _finish(reply: Reply) -> str:
 def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
     """The non-streaming response body."""
     message: Json = {"role": "assistant", "content": reply.text}
-    if reply.call is not None:
+    if reply.calls:
         message["content"] = reply.text or None
         message["tool_calls"] = [{
             "id": new_id("call"), "type": "function",
-            "function": {"name": reply.call.name,
-                         "arguments": orjson.dumps(reply.call.args).decode()}}]
+            "function": {"name": call.name, "arguments": orjson.dumps(call.args).decode()}}
+            for call in reply.calls]
     choice = {"index": 0, "message": message, "finish_reason": _finish(reply)}
     return {"id": new_id("chatcmpl"), "object": "chat.completion", "created": now(),
             "model": ex.model, "choices": [choice],
@@ -149,16 +150,16 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
         await send_sse(resp, {**base, "choices": [choice]})
 
     await send({"role": "assistant", "content": ""})
-    for piece in chunks(reply.text):
+    for piece in pieces(reply):
         await pacer.tick()
         await send({"content": piece})
-    if reply.call is not None:
+    for index, call in enumerate(reply.calls):
         await pacer.tick()
-        head = {"index": 0, "id": new_id("call"), "type": "function",
-                "function": {"name": reply.call.name, "arguments": ""}}
+        head = {"index": index, "id": new_id("call"), "type": "function",
+                "function": {"name": call.name, "arguments": ""}}
         await send({"tool_calls": [head]})
-        args = orjson.dumps(reply.call.args).decode()
-        await send({"tool_calls": [{"index": 0, "function": {"arguments": args}}]})
+        args = orjson.dumps(call.args).decode()
+        await send({"tool_calls": [{"index": index, "function": {"arguments": args}}]})
     await send({}, _finish(reply))
     if ex.include_usage:
         await send_sse(resp, {**base, "choices": [],

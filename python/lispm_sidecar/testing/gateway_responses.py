@@ -21,11 +21,11 @@ from .gateway_wire import (
     Exchange,
     Json,
     Timeline,
-    chunks,
     is_injected,
     new_id,
     now,
     pacer_for,
+    pieces,
     send_sse,
     text_of,
     tokens,
@@ -84,7 +84,9 @@ def _walk(item: Mapping[str, Any], group: int, timeline: Timeline,
             text = part if isinstance(part, str) else text_of(part)
             if text.strip() and not is_injected(text, INJECTED):
                 timeline.add_prompt(text.strip(), group)
-    elif kind in _CALL_TYPES:
+    elif kind not in _OUTPUT_TYPES:
+        timeline.add_assistant()
+    if kind in _CALL_TYPES:
         name = str(item.get("name") or kind)
         namespace = item.get("namespace")
         names[str(item.get("call_id"))] = f"{namespace}.{name}" if namespace else name
@@ -162,8 +164,8 @@ def _final_items(reply: Reply) -> list[Json]:
     items: list[Json] = []
     if reply.text or reply.call is None:
         items.append(_message_item(new_id("msg"), reply.text, done=True))
-    if reply.call is not None:
-        items.append(_call_item(new_id("fc"), new_id("call"), reply.call, done=True))
+    for call in reply.calls:
+        items.append(_call_item(new_id("fc"), new_id("call"), call, done=True))
     return items
 
 
@@ -202,16 +204,16 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
                    item=_message_item(item_id, "", done=False))
         part = {"type": "output_text", "text": "", "annotations": []}
         await emit("response.content_part.added", **where, part=part)
-        for piece in chunks(reply.text):
+        for piece in pieces(reply):
             await pacer.tick()
             await emit("response.output_text.delta", **where, delta=piece)
         await emit("response.output_text.done", **where, text=reply.text)
         await emit("response.content_part.done", **where, part={**part, "text": reply.text})
         output.append(_message_item(item_id, reply.text, done=True))
         await emit("response.output_item.done", output_index=len(output) - 1, item=output[-1])
-    if reply.call is not None:
+    for call in reply.calls:
         await pacer.tick()
-        output.append(await _stream_call(emit, reply.call, len(output)))
+        output.append(await _stream_call(emit, call, len(output)))
     usage = _usage(input_tokens, tokens(reply.text))
     await emit("response.completed", response=_response(resp_id, ex, "completed", output, usage))
 

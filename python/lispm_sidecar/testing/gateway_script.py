@@ -12,21 +12,26 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 #: What a step answers once every step of its rule was used.
 DONE_TEXT = "done"
 #: How much of a tool result `RESULT:` repeats.
 RESULT_CHARS = 300
+#: How much of a reply's text the request log keeps.
+LOGGED_TEXT = 4000
 #: Shell tools by preference: Claude, Codex, older Codex, Hermes, OpenClaw.
 SHELL_TOOLS = ("Bash", "exec_command", "shell_command", "shell", "terminal", "exec", "bash")
 
 _STEP_KEYS = frozenset(
     {"say", "tool", "args", "shell", "escalate", "justification", "description",
-     "text", "delay", "raw"}
+     "text", "delay", "raw", "calls", "long", "piece", "status", "body", "cut"}
 )
-_ACTION_KEYS = ("say", "tool", "shell")
+_ACTION_KEYS = ("say", "tool", "shell", "calls", "long", "status")
+#: The pieces a `long` reply streams in, unless its step says `piece`.
+LONG_PIECE = 1024
+_LONG_LINE = "{:08d} the quick brown fox jumps over the lazy dog\n"
 _MCP_FLAT = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
 _DIRECTIVE = re.compile(r"\b(RAWTOOL|TOOL|ESCBASH|BASH):")
 _SLEEP = re.compile(r"\bSLEEP:(\d+(?:\.\d+)?)")
@@ -73,6 +78,9 @@ class Conversation:
     prompt: str
     results: tuple[ToolResult, ...] = ()
     tools: tuple[OfferedTool, ...] = ()
+    #: The rounds of tool results after the prompt (one per model reply
+    #: with calls); None counts each result as a round.
+    rounds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,14 +100,26 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """One model response: text, then at most one tool call.
+    """One model response: text, then its tool calls (usually none or one).
 
     `delay` seconds are spread over the streamed pieces of the response.
+    `status` (with `body`) answers that HTTP status instead; `cut` drops
+    the connection after that many streamed pieces; `piece` streams the
+    text in pieces of that many characters (0: word by word).
     """
 
     text: str = ""
-    call: ToolCall | None = None
+    calls: tuple[ToolCall, ...] = ()
     delay: float = 0.0
+    status: int | None = None
+    body: Any = None
+    cut: int | None = None
+    piece: int = 0
+
+    @property
+    def call(self) -> ToolCall | None:
+        """The first tool call, if any."""
+        return self.calls[0] if self.calls else None
 
 
 @dataclass(frozen=True)
@@ -117,12 +137,18 @@ class Decision:
         entry: dict[str, Any] = {"source": self.source}
         if self.rule is not None:
             entry.update(rule=self.rule, match=self.match, step=self.step)
-        entry["text"] = self.reply.text
+        text = self.reply.text
+        entry["text"] = text if len(text) <= LOGGED_TEXT else text[:LOGGED_TEXT]
+        if len(text) > LOGGED_TEXT:
+            entry["text_length"] = len(text)
         if self.reply.call is not None:
             entry["tool"] = self.reply.call.qualified
             entry["args"] = self.reply.call.args
-        if self.reply.delay:
-            entry["delay"] = self.reply.delay
+        if len(self.reply.calls) > 1:
+            entry["calls"] = [{"tool": c.qualified, "args": c.args} for c in self.reply.calls]
+        for key in ("delay", "status", "cut"):
+            if getattr(self.reply, key):
+                entry[key] = getattr(self.reply, key)
         return entry
 
 
@@ -140,6 +166,12 @@ class Step:
     text: str = ""
     delay: float = 0.0
     raw: bool = False
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    long: int | None = None
+    piece: int = 0
+    status: int | None = None
+    body: Any = None
+    cut: int | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +180,8 @@ class Rule:
 
     match: str
     steps: tuple[Step, ...]
+    #: Only for requests of this dialect (anthropic, responses, chat), if set.
+    api: str | None = None
 
 
 # --------------------------------------------------------------------------
@@ -164,11 +198,12 @@ def parse_script(data: Any) -> list[Rule]:
 
 
 def parse_rule(data: Any, index: int = 0) -> Rule:
-    """One rule: `{"match": str, "steps": [step, ...]}`."""
+    """One rule: `{"match": str, "steps": [step, ...]}`, and `"api"` to
+    answer only requests of that dialect."""
     where = f"rule {index}"
     if not isinstance(data, Mapping):
         raise ScriptError(f"{where}: a rule is an object")
-    unknown = set(data) - {"match", "steps"}
+    unknown = set(data) - {"match", "steps", "api"}
     if unknown:
         raise ScriptError(f"{where}: unknown keys {sorted(unknown)}")
     match = data.get("match", "")
@@ -177,7 +212,11 @@ def parse_rule(data: Any, index: int = 0) -> Rule:
         raise ScriptError(f"{where}: match must be a string")
     if not isinstance(steps, list) or not steps:
         raise ScriptError(f"{where}: steps must be a non-empty list")
-    return Rule(match, tuple(parse_step(s, f"{where} step {j}") for j, s in enumerate(steps)))
+    api = data.get("api")
+    if api not in (None, "anthropic", "responses", "chat"):
+        raise ScriptError(f"{where}: api must be anthropic, responses or chat")
+    return Rule(match, tuple(parse_step(s, f"{where} step {j}") for j, s in enumerate(steps)),
+                api)
 
 
 def parse_step(data: Any, where: str = "step") -> Step:
@@ -189,14 +228,26 @@ def parse_step(data: Any, where: str = "step") -> Step:
         raise ScriptError(f"{where}: unknown keys {sorted(unknown)}")
     actions = [k for k in _ACTION_KEYS if k in data]
     if len(actions) != 1:
-        raise ScriptError(f"{where}: needs exactly one of say, tool, shell")
+        raise ScriptError(f"{where}: needs exactly one of {', '.join(_ACTION_KEYS)}")
     args = data.get("args", {})
     if not isinstance(args, Mapping):
         raise ScriptError(f"{where}: args must be an object")
     delay = data.get("delay", 0)
     if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
         raise ScriptError(f"{where}: delay must be a number >= 0")
+    status = data.get("status")
+    if status is not None and not (_natural(status) and 400 <= status <= 599):
+        raise ScriptError(f"{where}: status must be an HTTP error status, 400 to 599")
+    for key in ("long", "piece", "cut"):
+        if key in data and not _natural(data[key]):
+            raise ScriptError(f"{where}: {key} must be an integer >= 0")
     return Step(
+        calls=_calls(data.get("calls"), where) if "calls" in data else (),
+        long=data.get("long"),
+        piece=int(data.get("piece", 0)),
+        status=status,
+        body=data.get("body"),
+        cut=data.get("cut"),
         say=_opt_str(data, "say", where),
         tool=_opt_str(data, "tool", where),
         args=dict(args),
@@ -210,6 +261,29 @@ def parse_step(data: Any, where: str = "step") -> Step:
     )
 
 
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _calls(value: Any, where: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    if not isinstance(value, list) or not value:
+        raise ScriptError(f"{where}: calls must be a non-empty list of {{tool, args}}")
+    calls = []
+    for call in value:
+        if (not isinstance(call, Mapping) or not isinstance(call.get("tool"), str)
+                or not isinstance(call.get("args", {}), Mapping) or set(call) - {"tool", "args"}):
+            raise ScriptError(f"{where}: each call is {{\"tool\": name, \"args\": {{...}}}}")
+        calls.append((call["tool"], dict(call.get("args", {}))))
+    return tuple(calls)
+
+
+def long_text(size: int) -> str:
+    """The text of a `long` step: `size` characters of numbered ASCII lines."""
+    line_length = len(_LONG_LINE.format(0))
+    lines = size // line_length + 1
+    return "".join(_LONG_LINE.format(i) for i in range(lines))[:size]
+
+
 def _opt_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
@@ -221,16 +295,16 @@ def _opt_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
 # Deciding
 
 
-def decide(conv: Conversation, rules: Sequence[Rule]) -> Decision:
-    """The reply to a main request: the first matching rule, else directives."""
+def decide(conv: Conversation, rules: Sequence[Rule], api: str | None = None) -> Decision:
+    """The reply to a main request of API: the first matching rule, else directives."""
     for index, rule in enumerate(rules):
-        if rule.match in conv.prompt:
+        if rule.match in conv.prompt and rule.api in (None, api):
             return _scripted(conv, index, rule)
     return directive(conv)
 
 
 def _scripted(conv: Conversation, index: int, rule: Rule) -> Decision:
-    n = len(conv.results)
+    n = len(conv.results) if conv.rounds is None else conv.rounds
     if n >= len(rule.steps):
         return Decision(Reply(DONE_TEXT), "done", index, rule.match, n)
     reply = realize(rule.steps[n], conv)
@@ -239,7 +313,18 @@ def _scripted(conv: Conversation, index: int, rule: Rule) -> Decision:
 
 def realize(step: Step, conv: Conversation) -> Reply:
     """The reply for one step in this conversation (names mapped, placeholders filled)."""
+    reply = _realize(step, conv)
+    if step.cut is not None or step.piece:
+        reply = replace(reply, cut=step.cut, piece=step.piece or reply.piece)
+    return reply
+
+
+def _realize(step: Step, conv: Conversation) -> Reply:
     text = substitute(step.text, conv)
+    if step.status is not None:
+        return Reply(status=step.status, body=substitute(step.body, conv))
+    if step.long is not None:
+        return Reply(long_text(step.long), delay=step.delay, piece=LONG_PIECE)
     if step.say is not None:
         return Reply(substitute(step.say, conv), delay=step.delay)
     if step.shell is not None:
@@ -247,16 +332,19 @@ def realize(step: Step, conv: Conversation) -> Reply:
         call = shell_call(conv.tools, cmd, step)
         if call is None:
             return Reply(f"no shell tool offered (looked for {', '.join(SHELL_TOOLS)})")
-        return Reply(text, call, step.delay)
-    assert step.tool is not None
-    args = substitute(step.args, conv)
-    if step.raw:
-        return Reply(text, ToolCall(step.tool, args), step.delay)
-    offered = resolve_tool(step.tool, conv.tools)
-    if offered is None:
-        return Reply(f"tool {step.tool} not offered")
-    call = ToolCall(offered.name, args, offered.namespace, offered.custom)
-    return Reply(text, call, step.delay)
+        return Reply(text, (call,), step.delay)
+    wanted = ((step.tool, step.args),) if step.tool is not None else step.calls
+    calls = []
+    for name, raw_args in wanted:
+        args = substitute(raw_args, conv)
+        if step.raw:
+            calls.append(ToolCall(name, args))
+            continue
+        offered = resolve_tool(name, conv.tools)
+        if offered is None:
+            return Reply(f"tool {name} not offered")
+        calls.append(ToolCall(offered.name, args, offered.namespace, offered.custom))
+    return Reply(text, tuple(calls), step.delay)
 
 
 _REQUEST_HEADER = re.compile(r"\[Request (R\d+) from ")

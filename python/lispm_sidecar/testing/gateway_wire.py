@@ -56,22 +56,40 @@ def tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class Pacer:
-    """Spreads `delay` seconds evenly over `pieces` streamed pieces."""
+def pieces(reply: Reply) -> list[str]:
+    """The pieces `reply`'s text streams in: word by word, or `reply.piece` long."""
+    if reply.piece > 0:
+        return [reply.text[i:i + reply.piece] for i in range(0, len(reply.text), reply.piece)]
+    return chunks(reply.text)
 
-    def __init__(self, delay: float, pieces: int) -> None:
+
+class StreamCut(Exception):
+    """The script cuts this stream here: the connection is dropped."""
+
+
+class Pacer:
+    """Spreads `delay` seconds evenly over `pieces` streamed pieces.
+
+    With `cut`, the tick before piece number `cut` + 1 raises `StreamCut`.
+    """
+
+    def __init__(self, delay: float, pieces: int, cut: int | None = None) -> None:
         self._pause = delay / pieces if delay > 0 and pieces > 0 else 0.0
+        self._left = cut
 
     async def tick(self) -> None:
         """Wait before the next piece."""
+        if self._left is not None:
+            if self._left <= 0:
+                raise StreamCut
+            self._left -= 1
         if self._pause:
             await asyncio.sleep(self._pause)
 
 
 def pacer_for(reply: Reply) -> Pacer:
-    """A pacer over the text pieces and the tool call of `reply`."""
-    pieces = len(chunks(reply.text)) + (1 if reply.call is not None else 0)
-    return Pacer(reply.delay, pieces)
+    """A pacer over the text pieces and the tool calls of `reply`."""
+    return Pacer(reply.delay, len(pieces(reply)) + len(reply.calls), reply.cut)
 
 
 async def open_sse(request: web.Request) -> web.StreamResponse:
@@ -128,22 +146,30 @@ class Timeline:
     def __init__(self) -> None:
         self.prompt = ""
         self.results: list[ToolResult] = []
+        self.rounds = 0
         self._group = -1
         self._last_was_prompt = False
+        self._last_was_result = False
 
     def add_prompt(self, text: str, group: int) -> None:
         """A real user text in message number `group`."""
         if self._last_was_prompt and group == self._group:
             self.prompt = f"{self.prompt}\n{text}"
         else:
-            self.prompt, self.results = text, []
-        self._group, self._last_was_prompt = group, True
+            self.prompt, self.results, self.rounds = text, [], 0
+        self._group, self._last_was_prompt, self._last_was_result = group, True, False
+
+    def add_assistant(self) -> None:
+        """Something the model said: the tool results after it are a new round."""
+        self._last_was_prompt = self._last_was_result = False
 
     def add_result(self, result: ToolResult) -> None:
-        """A tool result the model sees."""
+        """A tool result the model sees; results in a row are one round."""
         self.results.append(result)
-        self._last_was_prompt = False
+        if not self._last_was_result:
+            self.rounds += 1
+        self._last_was_prompt, self._last_was_result = False, True
 
     def conversation(self, tools: Iterable[OfferedTool]) -> Conversation:
         """The conversation so far, offering `tools`."""
-        return Conversation(self.prompt, tuple(self.results), tuple(tools))
+        return Conversation(self.prompt, tuple(self.results), tuple(tools), self.rounds)

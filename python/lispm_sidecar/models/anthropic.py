@@ -1,0 +1,167 @@
+"""The Anthropic Messages API, streaming (`POST {base_url}/v1/messages`).
+
+The system prompt goes apart from the messages; an assistant's calls are
+`tool_use` blocks, their results `tool_result` blocks of the next user
+message, and consecutive user-side messages (results, then the user's
+words) are one message, as the API wants turns to alternate.  An empty
+assistant message is left out (the API refuses empty content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .neutral import CallPart, Done, Failed, Json, Message, ModelRequest, Part, Text, Usage
+
+VERSION = "2023-06-01"
+#: What `max_tokens`, which this API requires, is when Emacs gives none.
+DEFAULT_MAX_TOKENS = 8192
+#: The API's stop reasons are the neutral ones.
+STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence",
+                          "pause_turn", "refusal"})
+
+
+def url(base_url: str) -> str:
+    """`…/v1/messages`; BASE_URL may end with `/v1` or not."""
+    return base_url + ("/messages" if base_url.endswith("/v1") else "/v1/messages")
+
+
+def headers(key: str | None) -> dict[str, str]:
+    """The key goes in `x-api-key`."""
+    found = {"content-type": "application/json", "anthropic-version": VERSION,
+             "accept": "text/event-stream"}
+    if key:
+        found["x-api-key"] = key
+    return found
+
+
+def tool_input(arguments: str) -> Json:
+    """A call's input object from its raw ARGUMENTS (kept whole if not an object)."""
+    try:
+        value = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        value = None
+    return value if isinstance(value, dict) else {"invalid_arguments": arguments}
+
+
+def _blocks(message: Message) -> list[Json]:
+    if message.role == "tool":
+        return [{"type": "tool_result", "tool_use_id": message.tool_call_id,
+                 "content": message.content}]
+    blocks: list[Json] = []
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+                       "input": tool_input(call.arguments)})
+    return blocks
+
+
+def messages(neutral: Iterable[Message]) -> list[Json]:
+    """The API's messages for NEUTRAL ones."""
+    out: list[Json] = []
+    for message in neutral:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def body(request: ModelRequest) -> Json:
+    """The streaming request's body."""
+    found: Json = {"model": request.model, "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+                   "messages": messages(request.messages), "stream": True}
+    if request.system:
+        found["system"] = request.system
+    if request.tools:
+        found["tools"] = [{"name": t.name, "description": t.description,
+                           "input_schema": t.parameters} for t in request.tools]
+    return found
+
+
+class Parser:
+    """Reads `message_start` … `message_stop`."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[str, str, list[str], Any]] = {}
+        self._input_tokens = 0
+        self._output_tokens = 0
+        self._stop = "end_turn"
+
+    def feed(self, event: str, data: str) -> Iterable[Part]:
+        """The parts of one event."""
+        if not data:
+            return []
+        value = orjson.loads(data)
+        kind = value.get("type", event)
+        if kind == "content_block_delta":
+            return self._delta(value)
+        if kind == "content_block_start":
+            block = value.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                self._calls[value.get("index", 0)] = (
+                    str(block.get("id", "")), str(block.get("name", "")), [], block.get("input"))
+            elif block.get("type") == "text" and block.get("text"):
+                return [Text(block["text"])]
+            return []
+        if kind == "content_block_stop":
+            call = self._calls.pop(value.get("index", 0), None)
+            return [self._finish_call(*call)] if call else []
+        if kind == "message_start":
+            usage = (value.get("message") or {}).get("usage") or {}
+            self._input_tokens = _tokens(usage)
+            self._output_tokens = int(usage.get("output_tokens") or 0)
+        elif kind == "message_delta":
+            stop = (value.get("delta") or {}).get("stop_reason")
+            if stop:
+                self._stop = str(stop)
+            usage = value.get("usage") or {}
+            if "output_tokens" in usage:
+                self._output_tokens = int(usage["output_tokens"] or 0)
+            if usage.get("input_tokens"):
+                self._input_tokens = _tokens(usage)
+        elif kind == "message_stop":
+            return [Usage(self._input_tokens, self._output_tokens), Done(self._stop)]
+        elif kind == "error":
+            error = value.get("error") or {}
+            return [Failed(f"{error.get('type', 'error')}: {error.get('message', data)}")]
+        return []
+
+    def _delta(self, value: Json) -> list[Part]:
+        delta = value.get("delta") or {}
+        if delta.get("type") == "text_delta":
+            return [Text(str(delta.get("text", "")))]
+        if delta.get("type") == "input_json_delta":
+            call = self._calls.get(value.get("index", 0))
+            if call is not None:
+                call[2].append(str(delta.get("partial_json", "")))
+        return []
+
+    @staticmethod
+    def _finish_call(call_id: str, name: str, pieces: list[str], start_input: Any) -> CallPart:
+        arguments = "".join(pieces)
+        if not arguments:
+            arguments = orjson.dumps(start_input or {}).decode()
+        return CallPart(call_id, name, arguments)
+
+    def finish(self) -> Iterable[Part]:
+        """Nothing: without `message_stop` the answer is not complete."""
+        return []
+
+
+def _tokens(usage: Json) -> int:
+    return sum(int(usage.get(key) or 0) for key in (
+        "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+
+
+def parser() -> Parser:
+    """A parser for one response."""
+    return Parser()

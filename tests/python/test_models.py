@@ -1,0 +1,494 @@
+"""Model streaming (python/lispm_sidecar/models/): each dialect against the
+scripted gateway, over the real sidecar's link, as Emacs would use it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lispm_sidecar.models import chat
+from lispm_sidecar.models.neutral import CallPart, Done, Failed, Text, Usage
+from lispm_sidecar.models.sse import SseDecoder
+from lispm_sidecar.testing.gateway import Gateway
+from lispm_sidecar.testing.gateway_script import long_text
+from tests.python.sidecar_client import ROOT, SidecarProcess
+
+APIS = ("anthropic", "responses", "chat")
+KEY = "sk-lispm-test-7f3a9c1e5b2d4a6f8e0c"
+TOOLS = [
+    {"name": "read_file", "description": "Read a file.",
+     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                    "required": ["path"]}},
+    {"name": "list_files", "description": "List files.",
+     "parameters": {"type": "object", "properties": {}}},
+]
+WORDS = " ".join(f"word{i}" for i in range(40))
+
+
+class LoggedSidecar(SidecarProcess):
+    """The sidecar with its stderr, at log level DEBUG, kept in a file."""
+
+    def __init__(self, runtime_dir: Path, log: Path, env: dict[str, str] | None = None) -> None:
+        super().__init__(runtime_dir, env=env)
+        self.log = log
+
+    async def start(self) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"),
+                   LISPM_RUNTIME_DIR=str(self.runtime_dir), LISPM_SIDECAR_LOG="DEBUG",
+                   **self.env)
+        with self.log.open("wb") as stderr:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "lispm_sidecar", stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env)
+        self._reader = asyncio.create_task(self._read())
+
+
+class Events:
+    """The sidecar's `lispm/model-event`s, by stream."""
+
+    def __init__(self, sidecar: SidecarProcess) -> None:
+        self.sidecar = sidecar
+        self.by_stream: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.changed = asyncio.Condition()
+        self.task = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        while True:
+            message = await self.sidecar.notifications.get()
+            if message.get("method") == "lispm/model-event":
+                event = message["params"]
+                async with self.changed:
+                    self.by_stream[event["stream"]].append(event)
+                    self.changed.notify_all()
+
+    async def wait(self, stream: str, done: Callable[[list[dict[str, Any]]], bool],
+                   within: float = 30) -> list[dict[str, Any]]:
+        async with self.changed:
+            await asyncio.wait_for(
+                self.changed.wait_for(lambda: done(self.by_stream[stream])), within)
+            return list(self.by_stream[stream])
+
+    async def end(self, stream: str, within: float = 30) -> list[dict[str, Any]]:
+        """Every event of STREAM, once its done or error came."""
+        return await self.wait(stream, lambda events: any(
+            e["type"] in ("done", "error") for e in events), within)
+
+
+@dataclass
+class Link:
+    sidecar: LoggedSidecar
+    events: Events
+    runtime: Path
+
+    async def stream(self, gw: Gateway, api: str, stream: str, messages: list[dict[str, Any]],
+                     **extra: Any) -> list[dict[str, Any]]:
+        """Start STREAM and return its events once it has ended."""
+        assert await self.sidecar.call("lispm/model-stream", params(gw, api, stream, messages,
+                                                                     **extra)) == {}
+        return await self.events.end(stream)
+
+
+def params(gw: Gateway, api: str, stream: str, messages: list[dict[str, Any]],
+           **extra: Any) -> dict[str, Any]:
+    base = gw.url if api == "anthropic" else gw.openai_url
+    return {"stream": stream, "api": api, "base_url": base, "model": f"{api}-model",
+            "messages": messages, **extra}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def text_of(events: list[dict[str, Any]]) -> str:
+    return "".join(e["text"] for e in events if e["type"] == "text")
+
+
+def ends(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] in ("done", "error")]
+
+
+async def start_link(tmp_path: Path, env: dict[str, str] | None = None) -> Link:
+    runtime = tmp_path / "run"
+    sidecar = LoggedSidecar(runtime, tmp_path / "sidecar.log", env)
+    await sidecar.start()
+    await sidecar.hello()
+    return Link(sidecar, Events(sidecar), runtime)
+
+
+async def stop_link(link: Link) -> None:
+    link.events.task.cancel()
+    await link.sidecar.close()
+
+
+@pytest.fixture
+async def link(tmp_path: Path) -> AsyncIterator[Link]:
+    started = await start_link(tmp_path)
+    yield started
+    await stop_link(started)
+
+
+# ---------------------------------------------------------------- streaming
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_text_streams_in_coalesced_deltas_then_usage_and_done(link: Link, api: str) -> None:
+    script = [{"match": "slow", "steps": [{"say": WORDS, "delay": 0.4}]},
+              {"match": "fast", "steps": [{"say": WORDS}]}]
+    async with Gateway(script) as gw:
+        slow = await link.stream(gw, api, "s1", [user("slow please")], system="Be brief.")
+        fast = await link.stream(gw, api, "s2", [user("fast please")])
+        [first, second] = gw.main_requests(api)
+        body = await gw.body(first["n"])
+    for events in (slow, fast):
+        assert text_of(events) == WORDS
+        assert [e["type"] for e in events][-2:] == ["usage", "done"]
+        assert events[-1] == {"stream": events[0]["stream"], "type": "done",
+                              "stop_reason": "end_turn"}
+        usage = events[-2]
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] == len(WORDS) // 4
+    # 40 words over 0.4 s, a piece every 10 ms: about two a text event; all at once, one.
+    assert 5 <= sum(e["type"] == "text" for e in slow) <= 30
+    assert sum(e["type"] == "text" for e in fast) <= 2
+    assert first["model"] == f"{api}-model" and first["stream"] is True
+    assert first["prompt"] == "slow please" and second["prompt"] == "fast please"
+    if api == "anthropic":
+        assert body["system"] == "Be brief." and body["max_tokens"] > 0
+        assert body["messages"] == [{"role": "user",
+                                     "content": [{"type": "text", "text": "slow please"}]}]
+    elif api == "responses":
+        assert body["instructions"] == "Be brief." and body["store"] is False
+        assert body["input"] == [{"type": "message", "role": "user",
+                                  "content": [{"type": "input_text", "text": "slow please"}]}]
+    else:
+        assert body["messages"] == [{"role": "system", "content": "Be brief."},
+                                    user("slow please")]
+        assert body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_tool_round_text_and_two_calls_then_the_results_in_the_dialects_form(
+        link: Link, api: str) -> None:
+    script = [{"match": "look", "steps": [
+        {"text": "Looking.", "calls": [{"tool": "read_file", "args": {"path": "a.txt"}},
+                                       {"tool": "list_files", "args": {}}]},
+        {"say": "seen: {last_tool_result}"}]}]
+    async with Gateway(script) as gw:
+        events = await link.stream(gw, api, "t1", [user("look around")], tools=TOOLS)
+        assert [e["type"] for e in events] == ["text", "tool_call", "tool_call", "usage", "done"]
+        assert events[0]["text"] == "Looking." and events[-1]["stop_reason"] == "tool_use"
+        read, listing = events[1], events[2]
+        assert (read["name"], orjson.loads(read["arguments"])) == ("read_file", {"path": "a.txt"})
+        assert (listing["name"], orjson.loads(listing["arguments"])) == ("list_files", {})
+        assert read["id"] and listing["id"] and read["id"] != listing["id"]
+        history = [
+            user("look around"),
+            {"role": "assistant", "content": "Looking.",
+             "tool_calls": [{k: c[k] for k in ("id", "name", "arguments")}
+                            for c in (read, listing)]},
+            {"role": "tool", "tool_call_id": read["id"], "name": "read_file",
+             "content": "alpha"},
+            {"role": "tool", "tool_call_id": listing["id"], "name": "list_files",
+             "content": "a.txt b.txt"},
+        ]
+        answer = await link.stream(gw, api, "t2", history, tools=TOOLS)
+        second = gw.main_requests(api)[1]
+        body = await gw.body(second["n"])
+    assert text_of(answer) == "seen: a.txt b.txt" and answer[-1]["stop_reason"] == "end_turn"
+    assert second["answer"]["step"] == 1
+    assert second["tools"] == ["read_file", "list_files"]
+    assert [r["text"] for r in second["tool_results"]] == ["alpha", "a.txt b.txt"]
+    assert [r["name"] for r in second["tool_results"]] == ["read_file", "list_files"]
+    ids = [read["id"], listing["id"]]
+    if api == "anthropic":
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+        said, results = body["messages"][1]["content"], body["messages"][2]["content"]
+        assert said[0] == {"type": "text", "text": "Looking."}
+        assert [(b["type"], b["id"], b["input"]) for b in said[1:]] == [
+            ("tool_use", ids[0], {"path": "a.txt"}), ("tool_use", ids[1], {})]
+        assert [(b["type"], b["tool_use_id"], b["content"]) for b in results] == [
+            ("tool_result", ids[0], "alpha"), ("tool_result", ids[1], "a.txt b.txt")]
+        assert body["tools"][0]["input_schema"] == TOOLS[0]["parameters"]
+    elif api == "responses":
+        items = body["input"]
+        assert [i["type"] for i in items] == ["message", "message", "function_call",
+                                              "function_call", "function_call_output",
+                                              "function_call_output"]
+        assert [i["call_id"] for i in items[2:]] == ids + ids
+        assert items[4]["output"] == "alpha"
+        assert body["tools"][0] == {"type": "function", "name": "read_file",
+                                    "description": "Read a file.",
+                                    "parameters": TOOLS[0]["parameters"], "strict": False}
+    else:
+        messages = body["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
+        assert [c["id"] for c in messages[1]["tool_calls"]] == ids
+        assert messages[1]["tool_calls"][0]["function"] == {
+            "name": "read_file", "arguments": read["arguments"]}
+        assert [m["tool_call_id"] for m in messages[2:]] == ids
+        assert body["tools"][1]["function"]["name"] == "list_files"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_empty_reply_is_done_with_no_text(link: Link, api: str) -> None:
+    async with Gateway([{"match": "", "steps": [{"say": ""}]}]) as gw:
+        events = await link.stream(gw, api, "e1", [user("say nothing")])
+    assert [e["type"] for e in events] == ["usage", "done"]
+    assert events[-1]["stop_reason"] == "end_turn"
+
+
+# ---------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_http_error_is_one_error_event_with_its_status_and_body(
+        link: Link, api: str) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    script = [{"match": "busy", "steps": [{"status": 529, "body": overloaded}]},
+              {"match": "huge", "steps": [{"status": 500, "body": "x" * 10_000}]}]
+    async with Gateway(script) as gw:
+        busy = await link.stream(gw, api, "h1", [user("busy now")])
+        huge = await link.stream(gw, api, "h2", [user("huge error")])
+    [event] = busy
+    assert event["type"] == "error" and event["status"] == 529
+    assert orjson.loads(event["body"]) == overloaded
+    assert "529" in event["message"] and "Overloaded" in event["message"]
+    [event] = huge
+    assert event["status"] == 500 and event["body"] == "x" * 4096
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_stream_cut_short_ends_in_an_error_saying_so(link: Link, api: str) -> None:
+    async with Gateway([{"match": "", "steps": [{"say": WORDS, "cut": 5}]}]) as gw:
+        events = await link.stream(gw, api, "c1", [user("go")])
+    assert WORDS.startswith(text_of(events)) and text_of(events)
+    assert len(text_of(events)) < len(WORDS)
+    [end] = ends(events)
+    assert end is events[-1] and end["type"] == "error"
+    assert "cut short" in end["message"]
+
+
+async def test_no_data_within_the_timeout_is_an_error(link: Link) -> None:
+    async with Gateway([{"match": "", "steps": [{"say": "late", "delay": 5}]}]) as gw:
+        started = time.monotonic()
+        events = await link.stream(gw, "anthropic", "o1", [user("go")], timeout=0.5)
+    [end] = events
+    assert end["type"] == "error" and "read timeout" in end["message"]
+    assert time.monotonic() - started < 4
+
+
+async def test_a_server_that_is_not_there_is_an_error(link: Link, tmp_path: Path) -> None:
+    async with Gateway() as gw:
+        pass  # its port is closed now
+    events = await link.stream(gw, "chat", "n1", [user("anyone?")])
+    [end] = events
+    assert end["type"] == "error" and "cannot connect" in end["message"]
+
+
+async def test_an_unknown_api_or_a_malformed_message_is_refused_at_once(link: Link) -> None:
+    async with Gateway() as gw:
+        reply = await link.sidecar.call(
+            "lispm/model-stream", params(gw, "gemini", "u1", [user("hi")]), raw=True)
+        assert reply["error"]["code"] == -32602
+        assert reply["error"]["message"] == (
+            "api must be one of anthropic, responses, chat, not 'gemini'")
+        reply = await link.sidecar.call(
+            "lispm/model-stream", params(gw, "chat", "u2", [{"role": "robot"}]), raw=True)
+        assert reply["error"]["message"] == (
+            "messages[0].role must be one of user, assistant, tool")
+        reply = await link.sidecar.call(
+            "lispm/model-stream", params(gw, "chat", "u3", "hi"), raw=True)
+        assert reply["error"]["message"] == "messages must be a list"
+        assert gw.requests == []
+
+
+# ---------------------------------------------------------------- cancel
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_cancel_closes_the_response_and_the_stream_says_nothing_more(
+        link: Link, api: str) -> None:
+    script = [{"match": "slow", "steps": [{"say": WORDS, "delay": 8}]},
+              {"match": "quick", "steps": [{"say": "hi"}]}]
+    async with Gateway(script) as gw:
+        await link.sidecar.call("lispm/model-stream", params(gw, api, "k1", [user("slow")]))
+        await link.events.wait("k1", lambda events: bool(events))
+        assert await link.sidecar.call("lispm/model-cancel", {"stream": "k1"}) == {
+            "cancelled": True}
+        async with asyncio.timeout(5):
+            entry = await gw.wait_for(lambda e: e["cancelled"])
+        assert entry["prompt"] == "slow"
+        heard = len(link.events.by_stream["k1"])
+        await link.stream(gw, api, "k2", [user("quick")])
+        assert await link.sidecar.call("lispm/model-cancel", {"stream": "k2"}) == {
+            "cancelled": False}
+        assert not gw.main_requests(api)[1]["cancelled"]
+    assert len(link.events.by_stream["k1"]) == heard
+    assert ends(link.events.by_stream["k1"]) == []
+    assert await link.sidecar.call("lispm/model-cancel", {"stream": "k1"}) == {
+        "cancelled": False}
+    assert await link.sidecar.call("lispm/model-cancel", {"stream": "nobody"}) == {
+        "cancelled": False}
+
+
+async def test_a_cancel_sent_as_a_notification_shows_in_the_gateways_log_file(
+        link: Link, tmp_path: Path) -> None:
+    log = tmp_path / "gateway.jsonl"
+    async with Gateway([{"match": "", "steps": [{"say": WORDS, "delay": 8}]}],
+                       log_path=log) as gw:
+        await link.sidecar.call("lispm/model-stream", params(gw, "chat", "f1", [user("go")]))
+        await link.events.wait("f1", lambda events: bool(events))
+        await link.sidecar.send_raw(orjson.dumps(
+            {"jsonrpc": "2.0", "method": "lispm/model-cancel", "params": {"stream": "f1"}}))
+        async with asyncio.timeout(5):
+            await gw.wait_for(lambda e: e["cancelled"])
+    [entry] = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    assert entry["cancelled"] is True and entry["prompt"] == "go"
+    assert ends(link.events.by_stream["f1"]) == []
+
+
+# ---------------------------------------------------------------- size
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_10_mb_reply_arrives_whole_and_the_link_keeps_answering(
+        link: Link, api: str) -> None:
+    size = 10 * 1024 * 1024
+    step = {"long": size, "piece": 4096, "delay": 1.5}
+    async with Gateway([{"match": "", "steps": [step]}]) as gw:
+        await link.sidecar.call("lispm/model-stream", params(gw, api, "b1", [user("long")]))
+        pings: list[float] = []
+        while not ends(link.events.by_stream["b1"]):
+            sent = time.monotonic()
+            assert await link.sidecar.call("lispm/ping", {"n": len(pings)}) == {"n": len(pings)}
+            if not ends(link.events.by_stream["b1"]):
+                pings.append(time.monotonic() - sent)
+            await asyncio.sleep(0.05)
+        events = await link.events.end("b1", within=120)
+    assert events[-1]["type"] == "done"
+    text = text_of(events)
+    assert len(text) == size and text == long_text(size)
+    texts = [e for e in events if e["type"] == "text"]
+    # 2,560 pieces of 4 KB from the gateway; events of at most 8 KB and one piece.
+    assert len(texts) < 2_560 and max(len(e["text"]) for e in texts) <= 8192 + 4096
+    # Answered while the stream went on, each in well under a second.
+    assert len(pings) >= 3 and max(pings) < 1.0, pings
+
+
+# ---------------------------------------------------------------- keys
+
+
+async def test_the_key_goes_to_the_server_and_nowhere_else(link: Link, tmp_path: Path) -> None:
+    echo = f"Incorrect API key provided: {KEY}."
+    script = [{"match": "echo", "steps": [{"status": 401, "body": echo}]},
+              {"match": "", "steps": [{"say": "welcome"}]}]
+    async with Gateway(script, api_keys=[KEY]) as gw:
+        for n, api in enumerate(APIS):
+            key_file = link.runtime / f"key-{n}"
+            key_file.write_text(KEY + "\n")
+            key_file.chmod(0o600)
+            events = await link.stream(gw, api, f"key{n}", [user("hello")],
+                                       key_file=str(key_file))
+            assert text_of(events) == "welcome", events
+            assert not key_file.exists()
+        key_file = link.runtime / "key-echo"
+        key_file.write_text(KEY)
+        key_file.chmod(0o600)
+        echoed = await link.stream(gw, "anthropic", "key-echo", [user("echo it")],
+                                   key_file=str(key_file))
+        assert echoed[-1]["status"] == 401 and "[key]" in echoed[-1]["body"]
+        wrong = await link.stream(gw, "chat", "key-none", [user("hello")])
+        assert wrong[-1]["status"] == 401
+        assert [e["auth"] for e in gw.main_requests()] == [
+            "x-api-key", "Bearer", "Bearer", "x-api-key", None]
+    await link.sidecar.call("lispm/shutdown", {})
+    await link.sidecar.close()
+    log = link.sidecar.log.read_text()
+    assert "model stream key0" in log  # the log is there, at level DEBUG
+    shown = orjson.dumps(dict(link.events.by_stream)).decode() + log
+    assert KEY not in shown
+
+
+async def test_a_key_from_the_sidecars_environment(tmp_path: Path) -> None:
+    started = await start_link(tmp_path, env={"LISPM_TEST_MODEL_KEY": KEY})
+    try:
+        async with Gateway([{"match": "", "steps": [{"say": "yes"}]}], api_keys=[KEY]) as gw:
+            events = await started.stream(gw, "responses", "env1", [user("hi")],
+                                          key_env="LISPM_TEST_MODEL_KEY")
+            assert text_of(events) == "yes"
+            reply = await started.sidecar.call(
+                "lispm/model-stream",
+                params(gw, "responses", "env2", [user("hi")], key_env="LISPM_NO_SUCH_VAR"),
+                raw=True)
+        assert reply["error"] == {
+            "code": -32028,
+            "message": "the environment variable LISPM_NO_SUCH_VAR is not set in the sidecar"}
+    finally:
+        await stop_link(started)
+
+
+async def test_a_key_file_others_may_read_is_refused_and_removed(link: Link) -> None:
+    key_file = link.runtime / "key-open"
+    key_file.write_text(KEY)
+    key_file.chmod(0o644)
+    async with Gateway() as gw:
+        reply = await link.sidecar.call(
+            "lispm/model-stream", params(gw, "anthropic", "open1", [user("hi")],
+                                         key_file=str(key_file)), raw=True)
+        assert gw.requests == []
+    assert reply["error"]["code"] == -32028
+    assert "may be read by others (mode 644)" in reply["error"]["message"]
+    assert KEY not in reply["error"]["message"]
+    assert not key_file.exists()
+
+
+# ---------------------------------------------------------------- pieces
+
+
+def test_sse_events_are_read_across_any_split_of_the_bytes() -> None:
+    wire = (b": comment\r\nevent: one\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
+            b"data: two\n\ndata: [DONE]\n\n")
+    expected = [("one", '{"a":\n1}'), ("", "two"), ("", "[DONE]")]
+    for size in (1, 2, 3, 7, len(wire)):
+        decoder = SseDecoder()
+        found = [event for i in range(0, len(wire), size)
+                 for event in decoder.feed(wire[i:i + size])]
+        assert found + list(decoder.close()) == expected, size
+    decoder = SseDecoder()
+    assert list(decoder.feed(b"data: last")) == []
+    assert list(decoder.close()) == [("", "last")]
+
+
+def test_chat_assembles_calls_by_index_and_passes_malformed_arguments_raw() -> None:
+    parser = chat.Parser()
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"content": "On it."}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": ""}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 1, "id": "c2", "function": {"name": "grep", "arguments": "{\"pat"}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "{\"path\": "}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "\"a\"}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}},
+    ]
+    parts = [part for chunk in chunks for part in parser.feed("", orjson.dumps(chunk).decode())]
+    assert parts == [Text("On it."), CallPart("c1", "read_file", '{"path": "a"}'),
+                     CallPart("c2", "grep", '{"pat')]
+    assert list(parser.feed("", "[DONE]")) == [Usage(7, 3), Done("tool_use")]
+    cut = chat.Parser()
+    list(cut.feed("", orjson.dumps(chunks[0]).decode()))
+    assert list(cut.finish()) == []
+    assert list(cut.feed("", "[DONE]")) == [
+        Failed("the stream ended ([DONE]) before the answer finished")]
