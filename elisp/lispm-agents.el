@@ -66,7 +66,7 @@ while nothing says."))
   (launch nil :documentation "The sidecar's launch facts, a plist.")
   (queued 0 :documentation "Messages waiting for delivery to the agent.")
   (session nil :documentation "The CLI's own session id, as the sidecar reports it.")
-  (resume nil :documentation "Non-nil if the agent resumes one of an earlier Emacs:
+  (resumes nil :documentation "Non-nil if the agent resumes one of an earlier Emacs:
 the CLI's session id to resume, or t if it had none."))
 
 (defvar lispm-policy-default-role)
@@ -285,7 +285,7 @@ their first input from their user, and are not held back."
       (unless lispm-agent--composer-awaited
         (setq lispm-agent--composer-awaited now))
       (cond ((or (eq lispm-agent--composer-seen t)
-                 (not (and agent (lispm-agent-resume agent))))
+                 (not (and agent (lispm-agent-resumes agent))))
              nil)
             ((or (and lispm-agent--composer-seen (>= (- now lispm-agent--composer-seen) 1))
                  (> (- now lispm-agent--composer-awaited) lispm-agent--composer-patience))
@@ -357,7 +357,7 @@ directory or NAME is taken."
       (user-error "No such folder: %s" folder))
     (when (lispm-agent-get name)
       (user-error "An agent named %s is already running" name))
-    (let ((agent (lispm-agent--make :name name :kind kind :folder folder :resume resume
+    (let ((agent (lispm-agent--make :name name :kind kind :folder folder :resumes resume
                                     :role (or role (lispm-agents--default-role))
                                     :serial (cl-incf lispm-agents--serial))))
       (puthash name agent lispm-agents--by-name)
@@ -395,7 +395,7 @@ up, and is displayed then if DISPLAY is non-nil.  Signal
 `lispm-cli-missing', a `user-error', if KIND's CLI is not installed.
 NAME, if given, is the agent's name (it must be free); RESUME, if
 non-nil, makes the agent resume one of an earlier Emacs: the CLI's
-session id to resume (see `lispm-agent-resume'), or t if it had none.
+session id to resume (see `lispm-agent-resumes'), or t if it had none.
 ROLE is the agent's policy role, by default `lispm-policy-default-role'.
 An actor without a terminal is not started so: see
 `lispm-agents-add-actor'."

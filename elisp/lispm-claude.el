@@ -41,7 +41,7 @@
   "Return the command to start Claude Code as AGENT of KIND.
 An agent that resumes one of an earlier Emacs resumes its session."
   (let ((launch (lispm-agent-launch agent))
-        (resume (lispm-agent-resume agent)))
+        (resume (lispm-agent-resumes agent)))
     ;; A session id of LispM's choosing binds this terminal to its own
     ;; transcript from the start (the sidecar then follows /clear).
     (append (list (lispm-agent-executable kind))

@@ -61,7 +61,7 @@
 An agent that resumes one of an earlier Emacs resumes its thread
 \=(`codex resume THREAD-ID')."
   (let ((launch (lispm-agent-launch agent))
-        (resume (lispm-agent-resume agent)))
+        (resume (lispm-agent-resumes agent)))
     (lispm-agent-token-launcher
      lispm-codex--token-variable (plist-get launch :token_file)
      (append (list (lispm-agent-executable kind))

@@ -61,7 +61,7 @@ Nil means $HERMES_HOME/config.yaml, else ~/.hermes/config.yaml."
 (cl-defmethod lispm-agent-command ((kind (eql 'hermes)) agent)
   "Return the command to start Hermes, of KIND, as AGENT.
 An agent that resumes one of an earlier Emacs resumes its session."
-  (let ((resume (lispm-agent-resume agent)))
+  (let ((resume (lispm-agent-resumes agent)))
     (append (list (lispm-agent-executable kind))
             (and (stringp resume) (list "--resume" resume))
             lispm-hermes-arguments)))

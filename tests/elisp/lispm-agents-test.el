@@ -150,8 +150,8 @@
       (should (equal (mapcar #'lispm-agent-serial (list claude claude-2)) '(1 2)))
       (should (equal (lispm-agent-folder claude) "/tmp/"))
       (should (eq (lispm-agent-state claude) 'starting))
-      (should-not (lispm-agent-resume claude))
-      (should (equal (lispm-agent-resume claude-2) "session-1"))
+      (should-not (lispm-agent-resumes claude))
+      (should (equal (lispm-agent-resumes claude-2) "session-1"))
       (should (= changes 2))
       ;; A taken name, a missing folder: nothing registered, nothing announced.
       (should-error (lispm-agents-register 'codex "/tmp/" "claude") :type 'user-error)

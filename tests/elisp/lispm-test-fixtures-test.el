@@ -58,7 +58,7 @@
                                                      :folder folder :resume t)))
             (should (equal (mapcar #'lispm-agent-name (lispm-agents)) '("codex" "reviewer")))
             (should (equal (mapcar #'lispm-agent-serial (lispm-agents)) '(1 2)))
-            (should (eq (lispm-agent-resume (cadr agents)) t))
+            (should (eq (lispm-agent-resumes (cadr agents)) t))
             ;; A key that is not an agent's: an error, and nothing registered.
             (should-error (lispm-test-add-agent :folder folder :colour 'red))
             (should (= (length (lispm-agents)) 2))
