@@ -57,6 +57,8 @@ A step is one model response, with exactly one of:
 
 - `{"calls": [{"tool": "read_file", "args": {...}}, ...]}`: several tool
   calls in one reply (each name as in a `tool` step), after `"text"` if given.
+  A call with `"args_raw": "text"` instead of `args` sends that text as its
+  arguments, JSON or not (a model's malformed call).
   Its results, however many, count as one step: a step is one model reply,
   and the results after one reply are one round.
 - `{"long": N}`: a text reply of N characters (numbered ASCII lines,

@@ -147,7 +147,7 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
         await pacer.tick()
         block = {"type": "tool_use", "id": new_id("toolu"), "name": call.name, "input": {}}
         await _event(resp, _block_start(index, block))
-        partial = orjson.dumps(call.args).decode()
+        partial = call.wire_args()
         await _event(resp, _delta(index, {"type": "input_json_delta", "partial_json": partial}))
         await _event(resp, {"type": "content_block_stop", "index": index})
         index += 1

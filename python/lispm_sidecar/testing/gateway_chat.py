@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from .gateway_script import OfferedTool, Reply, ToolResult, short_title
@@ -130,7 +129,7 @@ def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
         message["content"] = reply.text or None
         message["tool_calls"] = [{
             "id": new_id("call"), "type": "function",
-            "function": {"name": call.name, "arguments": orjson.dumps(call.args).decode()}}
+            "function": {"name": call.name, "arguments": call.wire_args()}}
             for call in reply.calls]
     choice = {"index": 0, "message": message, "finish_reason": _finish(reply)}
     return {"id": new_id("chatcmpl"), "object": "chat.completion", "created": now(),
@@ -158,7 +157,7 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
         head = {"index": index, "id": new_id("call"), "type": "function",
                 "function": {"name": call.name, "arguments": ""}}
         await send({"tool_calls": [head]})
-        args = orjson.dumps(call.args).decode()
+        args = call.wire_args()
         await send({"tool_calls": [{"index": index, "function": {"arguments": args}}]})
     await send({}, _finish(reply))
     if ex.include_usage:

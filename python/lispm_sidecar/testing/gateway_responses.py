@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from .gateway_script import OfferedTool, Reply, ToolCall, ToolResult, short_title
@@ -136,7 +135,7 @@ def _call_item(item_id: str, call_id: str, call: ToolCall, done: bool) -> Json:
 
 
 def _arguments(call: ToolCall) -> str:
-    return orjson.dumps(call.args).decode()
+    return call.wire_args()
 
 
 def _custom_input(call: ToolCall) -> str:

@@ -91,6 +91,15 @@ class ToolCall:
     args: dict[str, Any]
     namespace: str | None = None
     custom: bool = False
+    #: Arguments sent as this text instead of `args` (which may make them
+    #: not JSON at all): a call's `args_raw`.
+    raw: str | None = None
+
+    def wire_args(self) -> str:
+        """The arguments as the wire carries them: JSON text."""
+        if self.raw is not None:
+            return self.raw
+        return json.dumps(self.args, separators=(",", ":"), ensure_ascii=False)
 
     @property
     def qualified(self) -> str:
@@ -166,7 +175,7 @@ class Step:
     text: str = ""
     delay: float = 0.0
     raw: bool = False
-    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    calls: tuple[tuple[str, dict[str, Any], str | None], ...] = ()
     long: int | None = None
     piece: int = 0
     status: int | None = None
@@ -265,15 +274,18 @@ def _natural(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _calls(value: Any, where: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+def _calls(value: Any, where: str) -> tuple[tuple[str, dict[str, Any], str | None], ...]:
     if not isinstance(value, list) or not value:
         raise ScriptError(f"{where}: calls must be a non-empty list of {{tool, args}}")
     calls = []
     for call in value:
         if (not isinstance(call, Mapping) or not isinstance(call.get("tool"), str)
-                or not isinstance(call.get("args", {}), Mapping) or set(call) - {"tool", "args"}):
-            raise ScriptError(f"{where}: each call is {{\"tool\": name, \"args\": {{...}}}}")
-        calls.append((call["tool"], dict(call.get("args", {}))))
+                or not isinstance(call.get("args", {}), Mapping)
+                or not isinstance(call.get("args_raw", ""), str)
+                or set(call) - {"tool", "args", "args_raw"}):
+            raise ScriptError(f"{where}: each call is {{\"tool\": name, \"args\": {{...}}}}"
+                              " or {\"tool\": name, \"args_raw\": text}")
+        calls.append((call["tool"], dict(call.get("args", {})), call.get("args_raw")))
     return tuple(calls)
 
 
@@ -333,17 +345,18 @@ def _realize(step: Step, conv: Conversation) -> Reply:
         if call is None:
             return Reply(f"no shell tool offered (looked for {', '.join(SHELL_TOOLS)})")
         return Reply(text, (call,), step.delay)
-    wanted = ((step.tool, step.args),) if step.tool is not None else step.calls
+    wanted = ((step.tool, step.args, None),) if step.tool is not None else step.calls
     calls = []
-    for name, raw_args in wanted:
+    for name, raw_args, raw_text in wanted:
         args = substitute(raw_args, conv)
         if step.raw:
-            calls.append(ToolCall(name, args))
+            calls.append(ToolCall(name, args, raw=raw_text))
             continue
         offered = resolve_tool(name, conv.tools)
         if offered is None:
             return Reply(f"tool {name} not offered")
-        calls.append(ToolCall(offered.name, args, offered.namespace, offered.custom))
+        calls.append(ToolCall(offered.name, args, offered.namespace, offered.custom,
+                              raw=raw_text))
     return Reply(text, tuple(calls), step.delay)
 
 
