@@ -23,7 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import bench_edit, bench_ide, bench_ledger, bench_watchers, delivery, mcp_path, rpc, sidecar
+from . import (
+    bench_edit,
+    bench_ide,
+    bench_ledger,
+    bench_watchers,
+    delivery,
+    mcp_path,
+    rpc,
+    session,
+    sidecar,
+)
 from .core import BENCH_DIR, TARGETS, Benchmark, Context, Metric, plain
 
 #: Every benchmark, in the order they run (the quick, quiet ones first).
@@ -39,6 +49,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "delivery": delivery.delivery,
     "ide": plain(lambda: asyncio.run(bench_ide.ide_tool_call()), TARGETS),
     "agent_revert": bench_edit.revert_40_files,
+    "agent_commit": session.commit,
 }
 
 RESULTS = BENCH_DIR / "results.json"

@@ -1,0 +1,1414 @@
+;;; lispm-session.el --- The own agent's session: an Org document kept in git  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; A session of LispM's own agent is an Org document, and the buffer
+;; the user talks to the agent in (`lispm-session-mode', derived from
+;; `org-mode').  Its file lives in `lispm-sessions-directory', a git
+;; repository of LispM's own (never the project's), and every turn is
+;; saved and committed there, asynchronously and in order.
+;;
+;; The document is the source of truth: the conversation the model
+;; gets is read back from it (`lispm-session-messages'), edits the
+;; user made in it included.  Its shape:
+;;
+;;   #+TITLE: LispM session: PROJECT      the header: keywords
+;;   #+LISPM_SESSION: ID                   (the session, the folder,
+;;   #+LISPM_FOLDER: FOLDER                the model, the agent)
+;;   ...
+;;   * Turn 1: FIRST LINE                  a turn: its number and time
+;;   :PROPERTIES: ... :END:                in a drawer, then the user's
+;;   THE USER'S WORDS                      words
+;;   ** AGENT                              one model reply: its text,
+;;   THE MODEL'S TEXT                      then its tool calls
+;;   *** Call read_file                    a call: its id and tool in a
+;;   :PROPERTIES: ... :END:                drawer, its arguments in a
+;;   #+begin_src json ... #+end_src        source block
+;;   **** TODO Approve ...                 an approval asked for it
+;;   **** Result                           its result, in an example
+;;   #+begin_example ... #+end_example     block (long ones folded)
+;;   * Summary of turns 1-N                compaction's summary
+;;   * Your message                        the input area: the draft
+;;   WHAT THE USER TYPES                   is everything below it
+;;
+;; Text reads back exactly.  In the user's and the model's words a
+;; line that could be taken for Org structure (one starting, after
+;; blanks and commas, with `*', `#' or `:') gets a comma in front; in
+;; blocks Org's own escaping applies (a comma before `*' and `#+').
+;; Every text ends with one newline of the document's own, so trailing
+;; blanks, missing final newlines and empty texts come back as they
+;; were.  Lines of the form `: note' and `# comment' outside blocks are
+;; LispM's notes and the user's comments, never the conversation.
+;;
+;; Git runs in processes queued per sessions directory, one after
+;; the other, never waited for: each turn's commit holds the file as
+;; it was when the turn ended (its text goes to `git hash-object' on
+;; stdin), with the author LispM <lispm@localhost>, no hooks, no
+;; signing and no configuration but the repository's own.  If git is
+;; missing or the directory cannot be made a repository, the session
+;; is saved all the same, with one warning per Emacs session.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'org)
+(require 'lispm-base)
+
+;;; Options and errors
+
+(defgroup lispm-session nil
+  "The own agent's sessions: Org documents committed to a git repository."
+  :group 'lispm
+  :prefix "lispm-session")
+
+(defcustom lispm-sessions-directory (locate-user-emacs-file "lispm/sessions/")
+  "The folder of the own agent's session files, a git repository of LispM's.
+LispM makes it a repository (`git init') when it is not one.  It must
+not be a project's folder: every turn is committed there."
+  :type 'directory
+  :group 'lispm-session)
+
+(defcustom lispm-sessions-git-program "git"
+  "The git program that commits the sessions."
+  :type 'string
+  :group 'lispm-session)
+
+(defconst lispm-session-result-line-limit 500
+  "The most characters a line of a tool's result keeps.")
+
+(defconst lispm-session-result-limit (* 64 1024)
+  "The most characters a tool's result keeps, the note on cutting included.")
+
+(defconst lispm-session--fold-lines 12
+  "A result of more lines than this is shown folded.")
+
+(defconst lispm-session--fold-chars 2000
+  "A result of more characters than this is shown folded.")
+
+(defconst lispm-session--git-timeout 60
+  "Seconds after which a git process of the sessions is given up.")
+
+(lispm-define-error 'lispm-session-error "LispM session error" 'lispm-error)
+;; Data: the message, the file, the line, what is wrong.
+(lispm-define-error 'lispm-session-unreadable "Session file does not read back"
+                    'lispm-error)
+;; Data: the message, the summary's size, the size it would replace.
+(lispm-define-error 'lispm-compaction-not-smaller "Summary not smaller than the turns"
+                    'lispm-error)
+
+;;; Buffer-local state
+
+(defvar-local lispm-session-id nil
+  "The session's id: its file's name without \".org\".")
+(defvar-local lispm-session-file nil
+  "The session's file.")
+(defvar-local lispm-session-folder nil
+  "The project folder the session works in.")
+(defvar-local lispm-session-model nil
+  "The name of the session's model, a string, or nil.")
+(defvar-local lispm-session-agent nil
+  "The name of the agent whose session this is, or nil.")
+(dolist (variable '(lispm-session-id lispm-session-file lispm-session-folder
+                    lispm-session-model lispm-session-agent))
+  (put variable 'permanent-local t))
+
+(defvar-local lispm-session--end nil
+  "A marker at the start of the input heading: the transcript's end.")
+(defvar-local lispm-session--turns 0
+  "The number of the last turn in the document.")
+(defvar-local lispm-session--first-line nil
+  "The first line of the current turn's text, for its commit.")
+(defvar-local lispm-session--step nil
+  "Non-nil once the current turn has a reply heading.")
+(defvar-local lispm-session--dirty nil
+  "The first position changed since the file was written, or nil.")
+(defvar-local lispm-session--saved-bytes nil
+  "The file's size when it was written last, if it has the buffer's bytes.
+Up to `lispm-session--dirty', the file then holds the buffer's text
+byte for byte, so a save need only write from there.  nil if unknown.")
+
+(defconst lispm-session--input-heading "* Your message"
+  "The input area's heading; what follows it is the draft.")
+
+(defconst lispm-session--input-regexp "^\\* Your message\\(?:[ \t].*\\)?$"
+  "What finds the input area's heading.")
+
+(defconst lispm-session--heading-regexp "^\\(\\*+\\)\\(?:[ \t]+\\(.*\\)\\)?$"
+  "An Org heading: its stars and its text.")
+
+;;; Escaping
+
+(defun lispm-session--escape-prose (text)
+  "Return TEXT, words outside blocks, with lines Org would read escaped."
+  (replace-regexp-in-string "^[ \t,]*[*#:]" ",\\&" text t))
+
+(defun lispm-session--unescape-prose (text)
+  "Undo `lispm-session--escape-prose' on TEXT."
+  (replace-regexp-in-string "^,\\([ \t,]*[*#:]\\)" "\\1" text t))
+
+(defun lispm-session--escape-block (text)
+  "Return TEXT escaped as Org escapes a block's contents."
+  (replace-regexp-in-string "^\\([ \t]*\\)\\(,*\\(?:\\*\\|#\\+\\)\\)" "\\1,\\2" text t))
+
+(defun lispm-session--unescape-block (text)
+  "Undo `lispm-session--escape-block' on TEXT."
+  (replace-regexp-in-string "^\\([ \t]*,*\\),\\(\\*\\|#\\+\\)" "\\1\\2" text t))
+
+(defun lispm-session--encode-value (value)
+  "Return VALUE, a string, as the value of a property or keyword line.
+A value that would not survive on one line as it is (empty, blank at
+either end, multi-line, or starting with a quote) is written as a Lisp
+string."
+  (if (string-match-p "\\`[^\" \t\n]\\(?:[^\n]*[^ \t\n]\\)?\\'" value)
+      value
+    (let ((print-escape-newlines t) (print-escape-control-characters t))
+      (prin1-to-string value))))
+
+(defun lispm-session--decode-value (raw)
+  "Return the string RAW encodes, as `lispm-session--encode-value' writes it.
+Signal `invalid-read-syntax' or `end-of-file' if RAW is a broken string."
+  (if (string-prefix-p "\"" raw)
+      (let ((read (read-from-string raw)))
+        (unless (and (stringp (car read)) (= (cdr read) (length raw)))
+          (signal 'invalid-read-syntax (list raw)))
+        (car read))
+    raw))
+
+(defun lispm-session--one-line (text limit)
+  "Return the first non-blank line of TEXT, cut to LIMIT characters."
+  (let ((line (if (string-match "^[ \t\r]*[^ \t\r\n][^\n]*" text)
+                  (match-string 0 text)
+                "")))
+    (setq line (string-trim (replace-regexp-in-string "[\t\r]" " " line)))
+    (if (> (length line) limit) (concat (substring line 0 (1- limit)) "…") line)))
+
+;;; Writing the document's parts
+
+(defun lispm-session--drawer (properties)
+  "Return a property drawer of PROPERTIES, an alist of names and strings."
+  (concat ":PROPERTIES:\n"
+          (mapconcat (lambda (property)
+                       (format ":%s: %s\n" (car property)
+                               (lispm-session--encode-value (cdr property))))
+                     properties "")
+          ":END:\n"))
+
+(defun lispm-session--prose (text)
+  "Return TEXT as words in the document, with the newline that ends them."
+  (concat (lispm-session--escape-prose text) "\n"))
+
+(defun lispm-session--block (kind header text)
+  "Return a block of KIND (src, example) with HEADER, holding TEXT."
+  (format "#+begin_%s%s\n%s\n#+end_%s\n" kind header
+          (lispm-session--escape-block text) kind))
+
+(defun lispm-session--time ()
+  "Return the time now, as the document writes it."
+  (format-time-string "%FT%T%z"))
+
+(defun lispm-session--header (id folder model agent project)
+  "Return the header of session ID in FOLDER (PROJECT) with MODEL and AGENT."
+  (concat (format "#+TITLE: LispM session: %s\n" project)
+          (format "#+DATE: %s\n" (format-time-string "[%F %a %R]"))
+          (format "#+LISPM_SESSION: %s\n" (lispm-session--encode-value id))
+          (format "#+LISPM_FOLDER: %s\n" (lispm-session--encode-value folder))
+          (if model (format "#+LISPM_MODEL: %s\n" (lispm-session--encode-value model)) "")
+          (if agent (format "#+LISPM_AGENT: %s\n" (lispm-session--encode-value agent)) "")
+          "#+TODO: TODO | DONE CANCELLED\n"))
+
+;;; Reading the document back
+
+(defun lispm-session--fail (position what &rest args)
+  "Signal `lispm-session-unreadable' at POSITION: WHAT, formatted with ARGS."
+  (let ((file (or lispm-session-file buffer-file-name (buffer-name)))
+        (line (line-number-at-pos position t))
+        (what (apply #'format-message what args)))
+    (lispm-signal 'lispm-session-unreadable (list file line what)
+                  "Session file %s does not read back: line %d: %s" file line what)))
+
+(defun lispm-session--transcript-end ()
+  "Return where the transcript ends in the current buffer: the input heading."
+  (if (and (markerp lispm-session--end) (marker-position lispm-session--end)
+           (save-excursion (goto-char lispm-session--end)
+                           (looking-at-p lispm-session--input-regexp)))
+      (marker-position lispm-session--end)
+    (save-excursion
+      (goto-char (point-min))
+      (let ((case-fold-search nil))
+        (if (re-search-forward lispm-session--input-regexp nil t)
+            (match-beginning 0)
+          (point-max))))))
+
+(defun lispm-session--sections (beg end)
+  "Return the headings between BEG and END, in order.
+Each is (LEVEL TITLE START BODY BODY-END): its stars' count, its text,
+where it starts, and where its body starts and ends."
+  (save-excursion
+    (goto-char beg)
+    (let ((case-fold-search nil) (sections nil))
+      (while (re-search-forward lispm-session--heading-regexp end t)
+        (push (list (length (match-string 1)) (or (match-string-no-properties 2) "")
+                    (match-beginning 0) (min end (1+ (match-end 0))))
+              sections))
+      (setq sections (nreverse sections))
+      (cl-loop for (section next) on sections
+               collect (append section (list (if next (nth 2 next) end)))))))
+
+(defun lispm-session--keywords (beg end)
+  "Return the header's keywords between BEG and END, an alist (NAME . RAW)."
+  (save-excursion
+    (goto-char beg)
+    (let ((case-fold-search t) (keywords nil))
+      (while (re-search-forward "^#\\+\\([A-Za-z_]+\\):[ \t]*\\(.*?\\)[ \t]*$" end t)
+        (push (cons (upcase (match-string-no-properties 1)) (match-string-no-properties 2))
+              keywords))
+      (nreverse keywords))))
+
+(defun lispm-session--drawer-at (beg end)
+  "Read the property drawer at BEG, before END.
+Return (PROPERTIES . AFTER), PROPERTIES an alist of upcased names and
+raw values, AFTER where the drawer ends; or nil if BEG has no drawer."
+  (save-excursion
+    (goto-char beg)
+    (when (and (< beg end) (looking-at "[ \t]*:PROPERTIES:[ \t]*$"))
+      (forward-line 1)
+      (let ((properties nil))
+        (while (and (< (point) end)
+                    (not (looking-at "[ \t]*:END:[ \t]*$")))
+          (unless (looking-at "[ \t]*:\\([^ \t\n:]+\\):\\(?:[ \t]+\\(.*?\\)\\)?[ \t]*$")
+            (lispm-session--fail (point) "a line in a property drawer that is no property"))
+          (push (cons (upcase (match-string-no-properties 1))
+                      (or (match-string-no-properties 2) ""))
+                properties)
+          (forward-line 1))
+        (when (>= (point) end)
+          (lispm-session--fail beg "a property drawer without its :END:"))
+        (forward-line 1)
+        (cons (nreverse properties) (min end (point)))))))
+
+(defun lispm-session--property (properties name position)
+  "Return the value of NAME in PROPERTIES, decoded; POSITION is for errors."
+  (when-let* ((raw (cdr (assoc name properties))))
+    (condition-case nil
+        (lispm-session--decode-value raw)
+      ((invalid-read-syntax end-of-file)
+       (lispm-session--fail position "the property %s is a broken string" name)))))
+
+(defun lispm-session--read-prose (beg end)
+  "Return the words between BEG and END: notes and comments left out."
+  (let* ((text (buffer-substring-no-properties beg end))
+         (text (replace-regexp-in-string
+                "^[ \t]*[:#]\\(?:[ \t][^\n]*\\)?\\(?:\n\\|\\'\\)" "" text t t))
+         (text (lispm-session--unescape-prose text)))
+    (if (string-suffix-p "\n" text) (substring text 0 -1) text)))
+
+(defun lispm-session--read-block (beg end kind)
+  "Return the contents of the first block of KIND between BEG and END."
+  (save-excursion
+    (goto-char beg)
+    (let ((case-fold-search t))
+      (unless (re-search-forward (format "^[ \t]*#\\+begin_%s\\(?:[ \t].*\\)?$" kind) end t)
+        (lispm-session--fail beg "no #+begin_%s block where one belongs" kind))
+      (let ((start (min end (1+ (match-end 0)))))
+        (unless (re-search-forward (format "^[ \t]*#\\+end_%s[ \t]*$" kind) end t)
+          (lispm-session--fail (match-beginning 0) "a #+begin_%s without its #+end_%s"
+                               kind kind))
+        (let ((text (lispm-session--unescape-block
+                     (buffer-substring-no-properties start (match-beginning 0)))))
+          (if (string-suffix-p "\n" text) (substring text 0 -1) text))))))
+
+(defun lispm-session--tags (title)
+  "Return the tags at the end of the heading text TITLE, a list of strings."
+  (when (string-match "[ \t]+:\\(\\(?:[[:alnum:]_@#%]+:\\)+\\)[ \t]*\\'" title)
+    (split-string (match-string 1 title) ":" t)))
+
+(defun lispm-session--parse ()
+  "Read the current buffer's document back; return (HEADER . ITEMS).
+HEADER is an alist of the header's keywords (raw values); ITEMS the
+turns and summaries, in order: (:turn N :archived B :user TEXT
+:steps STEPS :start POS) with STEPS a list of (:text TEXT :calls
+CALLS), each call (:id I :name N :arguments JSON :result TEXT-OR-NIL);
+and (:summary TEXT :upto N :archived B :start POS).  Signal
+`lispm-session-unreadable' where the document does not read."
+  (save-excursion
+    (save-restriction
+      (widen)
+      (let* ((end (lispm-session--transcript-end))
+             (sections (lispm-session--sections (point-min) end))
+             (header (lispm-session--keywords (point-min)
+                                              (if sections (nth 2 (car sections)) end)))
+             (items nil) (item nil) (step nil) (call nil))
+        (unless (assoc "LISPM_SESSION" header)
+          (lispm-session--fail (point-min) "no #+LISPM_SESSION: line in the header"))
+        (pcase-dolist (`(,level ,title ,start ,body ,body-end) sections)
+          (pcase level
+            (1
+             (let* ((drawer (lispm-session--drawer-at body body-end))
+                    (properties (car drawer))
+                    (after (or (cdr drawer) body))
+                    (archived (member "ARCHIVE" (lispm-session--tags title)))
+                    (turn (lispm-session--property properties "LISPM_TURN" start))
+                    (summary (lispm-session--property properties "LISPM_SUMMARY" start)))
+               (setq step nil call nil)
+               (cond
+                ((and turn (string-match-p "\\`[0-9]+\\'" turn))
+                 (setq item (list :turn (string-to-number turn) :archived (and archived t)
+                                  :user (lispm-session--read-prose after body-end)
+                                  :steps nil :start start)))
+                ((and summary (string-match-p "\\`[0-9]+\\'" summary))
+                 (setq item (list :summary (lispm-session--read-prose after body-end)
+                                  :upto (string-to-number summary)
+                                  :archived (and archived t) :start start)))
+                (t (lispm-session--fail
+                    start "a top heading that is no turn (no :LISPM_TURN: number) %s"
+                    "and no summary (no :LISPM_SUMMARY: number)")))
+               (push item items)))
+            (2
+             (unless (plist-member item :turn)
+               (lispm-session--fail start "a second-level heading outside a turn"))
+             (setq step (list :text (lispm-session--read-prose body body-end) :calls nil)
+                   call nil)
+             (plist-put item :steps (append (plist-get item :steps) (list step))))
+            (3
+             (unless step
+               (lispm-session--fail start "a third-level heading outside a reply"))
+             (let* ((drawer (or (lispm-session--drawer-at body body-end)
+                                (lispm-session--fail start "a call without its properties")))
+                    (id (lispm-session--property (car drawer) "LISPM_CALL_ID" start))
+                    (name (lispm-session--property (car drawer) "LISPM_TOOL" start)))
+               (unless (and id name)
+                 (lispm-session--fail start "a call without :LISPM_CALL_ID: and :LISPM_TOOL:"))
+               (setq call (list :id id :name name
+                                :arguments (lispm-session--read-block
+                                            (cdr drawer) body-end "src")
+                                :result nil))
+               (plist-put step :calls (append (plist-get step :calls) (list call)))))
+            (4
+             (unless call
+               (lispm-session--fail start "a fourth-level heading outside a call"))
+             (unless (string-match-p "\\`\\(?:TODO\\|DONE\\|CANCELLED\\)\\(?:[ \t]\\|\\'\\)"
+                                     title)
+               (plist-put call :result
+                          (lispm-session--read-block body body-end "example"))))
+            (_ (lispm-session--fail start "a heading deeper than LispM writes"))))
+        (cons header (nreverse items))))))
+
+(defun lispm-session--turn-messages (turn)
+  "Return the neutral messages of TURN, an item of `lispm-session--parse'."
+  (let ((messages (list (list :role "user" :content (plist-get turn :user)))))
+    (dolist (step (plist-get turn :steps))
+      (let ((calls (plist-get step :calls)))
+        (push (append (list :role "assistant" :content (plist-get step :text))
+                      (when calls
+                        (list :tool_calls
+                              (mapcar (lambda (call)
+                                        (list :id (plist-get call :id)
+                                              :name (plist-get call :name)
+                                              :arguments (plist-get call :arguments)))
+                                      calls))))
+              messages)
+        (dolist (call calls)
+          (push (list :role "tool" :tool_call_id (plist-get call :id)
+                      :name (plist-get call :name)
+                      :content (or (plist-get call :result)
+                                   "[LispM: this call did not run; its turn ended first]"))
+                messages))))
+    (nreverse messages)))
+
+(defun lispm-session--summary-message (summary)
+  "Return the user-role message of SUMMARY, an item of `lispm-session--parse'."
+  (list :role "user"
+        :content (format "Summary of turns 1-%d:\n\n%s"
+                         (plist-get summary :upto) (plist-get summary :summary))))
+
+(defun lispm-session-messages (buffer)
+  "Return the conversation of the session in BUFFER, read back from its text.
+A list of neutral messages, plists: (:role \"user\" :content S),
+\(:role \"assistant\" :content S :tool_calls ((:id I :name N
+:arguments JSON) ...)) (no :tool_calls if none), and (:role \"tool\"
+:tool_call_id I :name N :content S).  Archived turns give only the
+user's words; the summary that replaced them is a user-role message.
+A call without a result gets one saying it did not run.  Signal
+`lispm-session-unreadable' if the document does not read back."
+  (with-current-buffer buffer
+    (let ((messages nil))
+      (dolist (item (cdr (lispm-session--parse)))
+        (cond ((plist-member item :summary)
+               (unless (plist-get item :archived)
+                 (push (list (lispm-session--summary-message item)) messages)))
+              ((plist-get item :archived)
+               (push (list (list :role "user" :content (plist-get item :user))) messages))
+              (t (push (lispm-session--turn-messages item) messages))))
+      (apply #'append (nreverse messages)))))
+
+;;; The buffer
+
+(define-derived-mode lispm-session-mode org-mode "LispM"
+  "Major mode of a LispM own agent's session: an Org document.
+The transcript is the conversation, read back as the model's history;
+type below the last heading, \"Your message\"."
+  (setq-local org-todo-keywords '((sequence "TODO" "|" "DONE" "CANCELLED")))
+  (org-set-regexps-and-options)
+  (add-hook 'after-change-functions #'lispm-session--note-change nil t)
+  (setq-local before-save-hook nil
+              require-final-newline nil
+              backup-inhibited t
+              buffer-file-coding-system 'utf-8-unix))
+
+(defun lispm-session--note-change (beg _end _length)
+  "Note that the text changed from BEG on, for the next save."
+  (when (or (null lispm-session--dirty) (< beg lispm-session--dirty))
+    (setq lispm-session--dirty beg)))
+
+(defun lispm-session--project-name (folder)
+  "Return a short name for FOLDER, fit for a file name."
+  (let ((name (replace-regexp-in-string
+               "[^[:alnum:]._-]+" "-"
+               (file-name-nondirectory (directory-file-name folder)))))
+    (if (string-match-p "\\`[-.]*\\'" name) "session" name)))
+
+(defun lispm-session--taken-p (file)
+  "Return non-nil if FILE exists or a buffer is to visit it."
+  (or (file-exists-p file)
+      (get-file-buffer file)
+      (cl-some (lambda (buffer) (equal (buffer-local-value 'lispm-session-file buffer) file))
+               (buffer-list))))
+
+(defun lispm-session--input-line ()
+  "Make the input heading's line at point read-only, as one can type after it."
+  (let ((inhibit-read-only t))
+    (add-text-properties (line-beginning-position) (line-end-position)
+                         '(read-only "The input area's heading" front-sticky (read-only)))
+    (add-text-properties (line-end-position) (min (point-max) (1+ (line-end-position)))
+                         '(read-only "The input area's heading" rear-nonsticky t))))
+
+(defun lispm-session--setup (file id folder model agent)
+  "Make the current buffer session ID's, visiting FILE, in FOLDER with MODEL.
+AGENT is the agent's name.  The buffer holds the document already."
+  (lispm-session-mode)
+  (setq lispm-session-id id
+        lispm-session-file file
+        lispm-session-folder folder
+        lispm-session-model model
+        lispm-session-agent agent
+        buffer-file-name file
+        buffer-file-truename (abbreviate-file-name (file-truename file)))
+  (when (and folder (file-directory-p folder))
+    (setq default-directory (file-name-as-directory folder)))
+  (save-excursion
+    (goto-char (point-min))
+    (let ((case-fold-search nil) (inhibit-read-only t))
+      (if (re-search-forward lispm-session--input-regexp nil t)
+          (goto-char (match-beginning 0))
+        (goto-char (point-max))
+        (unless (bolp) (insert "\n"))
+        (save-excursion (insert lispm-session--input-heading "\n")))
+      (setq lispm-session--end (copy-marker (point) t))
+      (lispm-session--input-line)))
+  (goto-char (point-max)))
+
+(defun lispm-session-create (folder &optional model-name agent-name)
+  "Start a new session in FOLDER; return its buffer, in `lispm-session-mode'.
+MODEL-NAME is the model's name, a string; AGENT-NAME the agent's.  The
+file, in `lispm-sessions-directory', is written when the first turn
+ends."
+  (let* ((folder (file-name-as-directory (expand-file-name folder)))
+         (model-name (and model-name (format "%s" model-name)))
+         (agent-name (and agent-name (format "%s" agent-name)))
+         (directory (file-name-as-directory (expand-file-name lispm-sessions-directory)))
+         (project (lispm-session--project-name folder))
+         (base (format "%s-%s" (format-time-string "%Y%m%d-%H%M%S") project))
+         (id base)
+         (serial 1))
+    (while (lispm-session--taken-p (expand-file-name (concat id ".org") directory))
+      (setq serial (1+ serial) id (format "%s-%d" base serial)))
+    (let ((buffer (generate-new-buffer (format "*%s %s*" (or agent-name "LispM") project)))
+          (file (expand-file-name (concat id ".org") directory)))
+      (with-current-buffer buffer
+        (insert (lispm-session--header id folder model-name agent-name project) "\n")
+        (lispm-session--setup file id folder model-name agent-name)
+        (set-buffer-modified-p nil))
+      buffer)))
+
+(defun lispm-session-open (file)
+  "Return a buffer in `lispm-session-mode' with the session of FILE.
+A buffer that has it already is returned (a plain buffer visiting it
+becomes a session's); otherwise the file is read.  Signal
+`lispm-session-unreadable', naming the file and the line, if it does
+not read back; the file is left as it is."
+  (let* ((file (expand-file-name file))
+         (open (or (cl-find-if (lambda (buffer)
+                                 (equal (buffer-local-value 'lispm-session-file buffer) file))
+                               (buffer-list))
+                   (get-file-buffer file))))
+    (if (and open (eq (buffer-local-value 'major-mode open) 'lispm-session-mode))
+        open
+      (let ((buffer (or open (generate-new-buffer (file-name-base file))))
+            (done nil))
+        (unwind-protect
+            (with-current-buffer buffer
+              (unless open
+                (let ((coding-system-for-read 'utf-8-unix))
+                  (lispm-insert-file-text file)))
+              (setq lispm-session-file file)
+              (let* ((parsed (lispm-session--parse))
+                     (header (car parsed))
+                     (value (lambda (name)
+                              (when-let* ((raw (cdr (assoc name header))))
+                                (condition-case nil (lispm-session--decode-value raw)
+                                  ((invalid-read-syntax end-of-file) raw))))))
+                (lispm-session--setup file (funcall value "LISPM_SESSION")
+                                      (funcall value "LISPM_FOLDER")
+                                      (funcall value "LISPM_MODEL")
+                                      (funcall value "LISPM_AGENT"))
+                (setq lispm-session--turns
+                      (apply #'max 0 (delq nil (mapcar (lambda (item) (plist-get item :turn))
+                                                       (cdr parsed)))))
+                (unless open
+                  (rename-buffer (format "*%s %s*" (or lispm-session-agent "LispM")
+                                         (lispm-session--project-name
+                                          (or lispm-session-folder "session")))
+                                 t)
+                  (set-visited-file-modtime)
+                  (setq lispm-session--saved-bytes
+                        (file-attribute-size (file-attributes file)))
+                  (set-buffer-modified-p nil))
+                (setq done t)))
+          (unless (or done open)
+            (kill-buffer buffer)))
+        buffer))))
+
+;;; Turns
+
+(defmacro lispm-session--at-end (buffer &rest body)
+  "Run BODY in BUFFER at the transcript's end, if BUFFER is live.
+Return BODY's value, or nil if BUFFER is dead."
+  (declare (indent 1) (debug t))
+  `(when (buffer-live-p ,buffer)
+     (with-current-buffer ,buffer
+       (save-excursion
+         (save-restriction
+           (widen)
+           (goto-char (lispm-session--transcript-end))
+           (let ((inhibit-read-only t))
+             ,@body))))))
+
+(defun lispm-session-begin-turn (buffer text)
+  "Begin a turn in BUFFER with TEXT, the user's words; return its number.
+TEXT may also be a message another agent sent: a user-role message
+all the same.  Return nil if BUFFER is dead."
+  (lispm-session--at-end buffer
+    (let* ((number (1+ lispm-session--turns))
+           (line (lispm-session--one-line text 60)))
+      (insert (format "* Turn %d%s\n" number (if (string-empty-p line) "" (concat ": " line)))
+              (lispm-session--drawer `(("LISPM_TURN" . ,(number-to-string number))
+                                       ("LISPM_TIME" . ,(lispm-session--time))))
+              (lispm-session--prose text))
+      (setq lispm-session--turns number
+            lispm-session--first-line (lispm-session--one-line text 72)
+            lispm-session--step nil)
+      number)))
+
+(defun lispm-session-insert-note (buffer text)
+  "Add TEXT to the current turn in BUFFER as a note: not the conversation."
+  (lispm-session--at-end buffer
+    (insert (mapconcat (lambda (line) (if (string-empty-p line) ":\n" (concat ": " line "\n")))
+                       (split-string text "\n") ""))))
+
+;;; The model's text, streamed
+
+(cl-defstruct (lispm-session-stream (:constructor lispm-session--make-stream)
+                                    (:copier nil))
+  "Where one reply of the model goes, as it streams."
+  (marker nil :documentation "Where the next text goes: before the reply's last newline.")
+  (line-start nil :documentation "The start of the current line, while undecided.")
+  (undecided t :documentation "Non-nil while the line so far is only blanks and commas.")
+  (size 0 :documentation "The characters streamed so far."))
+
+(defun lispm-session--reply-heading ()
+  "Return the heading of a reply of the model in the current buffer."
+  (format "** %s\n" (or lispm-session-agent "LispM")))
+
+(defun lispm-session-begin-reply (buffer)
+  "Begin a reply of the model in BUFFER's current turn; return its stream.
+Give the text to `lispm-session-stream-text', then call
+`lispm-session-end-reply'.  Return nil if BUFFER is dead."
+  (lispm-session--at-end buffer
+    (insert (lispm-session--reply-heading))
+    (let ((start (point)))
+      (insert "\n")
+      (setq lispm-session--step t)
+      (lispm-session--make-stream :marker (copy-marker start t)
+                                  :line-start (copy-marker start)))))
+
+(defun lispm-session-stream-text (stream text)
+  "Append TEXT, a piece of the model's reply, to STREAM.
+It costs what TEXT's length costs: TEXT is inserted at a marker, a
+line that would read as Org structure escaped as it comes.  Nothing
+happens if the buffer is dead or the stream ended."
+  (let ((marker (and stream (lispm-session-stream-marker stream))))
+    (when (and marker (buffer-live-p (marker-buffer marker)) (not (string-empty-p text)))
+      (with-current-buffer (marker-buffer marker)
+        (save-excursion
+          (let ((inhibit-read-only t) (pos 0) (len (length text)))
+            (goto-char marker)
+            (while (< pos len)
+              (if (lispm-session-stream-undecided stream)
+                  (let ((stop (string-match "[^ \t,]" text pos)))
+                    (if (null stop)
+                        (progn (insert (substring text pos)) (setq pos len))
+                      (insert (substring text pos stop))
+                      (when (memq (aref text stop) '(?* ?# ?:))
+                        (goto-char (lispm-session-stream-line-start stream))
+                        (insert ",")
+                        (goto-char marker))
+                      (setf (lispm-session-stream-undecided stream) nil)
+                      (setq pos stop)))
+                (let ((newline (string-search "\n" text pos)))
+                  (if (null newline)
+                      (progn (insert (substring text pos)) (setq pos len))
+                    (insert (substring text pos (1+ newline)))
+                    (set-marker (lispm-session-stream-line-start stream) (point))
+                    (setf (lispm-session-stream-undecided stream) t)
+                    (setq pos (1+ newline))))))
+            (cl-incf (lispm-session-stream-size stream) len)))))))
+
+(defun lispm-session-end-reply (stream)
+  "End STREAM, a reply of the model; return the characters it had."
+  (when stream
+    (dolist (marker (list (lispm-session-stream-marker stream)
+                          (lispm-session-stream-line-start stream)))
+      (when (markerp marker) (set-marker marker nil)))
+    (setf (lispm-session-stream-marker stream) nil
+          (lispm-session-stream-line-start stream) nil)
+    (lispm-session-stream-size stream)))
+
+;;; Tool calls, their results and approvals
+
+(defun lispm-session-insert-call (buffer call)
+  "Add CALL, (:id I :name N :arguments JSON-TEXT), to BUFFER's current reply.
+A reply heading comes first if the turn has none yet."
+  (lispm-session--at-end buffer
+    (unless lispm-session--step
+      (insert (lispm-session--reply-heading))
+      (setq lispm-session--step t))
+    (let ((name (plist-get call :name)))
+      (insert (format "*** Call %s\n" (lispm-session--one-line name 60))
+              (lispm-session--drawer `(("LISPM_CALL_ID" . ,(plist-get call :id))
+                                       ("LISPM_TOOL" . ,name)))
+              (lispm-session--block "src" " json" (or (plist-get call :arguments) ""))))))
+
+(defun lispm-session--call-end (id)
+  "Return where the call ID's subtree ends in the current buffer.
+Signal `lispm-session-error' if there is no such call."
+  (let ((end (lispm-session--transcript-end))
+        (case-fold-search nil))
+    (goto-char end)
+    (unless (re-search-backward
+             (format "^:LISPM_CALL_ID:[ \t]+%s[ \t]*$"
+                     (regexp-quote (lispm-session--encode-value id)))
+             nil t)
+      (lispm-signal 'lispm-session-error (list id) "No call %s in this session" id))
+    (if (re-search-forward "^\\*\\{1,3\\}\\(?:[ \t]\\|$\\)" end t)
+        (match-beginning 0)
+      end)))
+
+(defun lispm-session-insert-result (buffer call-id text &optional refused)
+  "Add TEXT as the result of the call CALL-ID in BUFFER.
+REFUSED non-nil says the call was refused (TEXT says why).  A long
+result is folded.  TEXT is what the model gets too: cut it first with
+`lispm-session-cap-result'."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (save-excursion
+        (save-restriction
+          (widen)
+          (goto-char (lispm-session--call-end call-id))
+          (let ((inhibit-read-only t) (start (point)))
+            (insert (if refused "**** Refused\n" "**** Result\n")
+                    (lispm-session--block "example" "" text))
+            (when (or (> (length text) lispm-session--fold-chars)
+                      (> (cl-count ?\n text) lispm-session--fold-lines))
+              (goto-char start)
+              (org-fold-hide-entry))))))))
+
+(defun lispm-session-insert-approval (buffer call-id title)
+  "Add a TODO item TITLE to the call CALL-ID in BUFFER: an approval awaited."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (save-excursion
+        (save-restriction
+          (widen)
+          (goto-char (lispm-session--call-end call-id))
+          (let ((inhibit-read-only t))
+            (insert (format "**** TODO %s\n" (lispm-session--one-line title 200)))))))))
+
+(defun lispm-session-decide-approval (buffer call-id state &optional reason)
+  "Record the decision on the approval of the call CALL-ID in BUFFER.
+STATE is `done' (approved: the TODO item becomes DONE) or `cancelled'
+\(denied: it becomes CANCELLED, with REASON below it).  Return non-nil
+if there was an approval waiting."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (save-excursion
+        (save-restriction
+          (widen)
+          (let ((end (lispm-session--call-end call-id))
+                (case-fold-search nil)
+                (inhibit-read-only t))
+            (goto-char end)
+            (when (and (re-search-backward "^\\*\\*\\*\\* \\(TODO\\)\\(?:[ \t]\\|$\\)" nil t)
+                       (not (save-excursion
+                              (save-match-data
+                                (re-search-forward "^\\*\\{1,3\\}\\(?:[ \t]\\|$\\)" end t)))))
+              (replace-match (if (eq state 'done) "DONE" "CANCELLED") t t nil 1)
+              (forward-line 1)
+              (insert (format-time-string "CLOSED: [%F %a %R]\n"))
+              (when (and reason (not (eq state 'done)) (not (string-empty-p reason)))
+                (insert (lispm-session--prose (concat "Reason: " reason))))
+              t)))))))
+
+;;; Tool output, cut at the source
+
+(defun lispm-session-cap-result (text)
+  "Return TEXT, a tool's result, cut to what the model and the document get.
+A line keeps at most `lispm-session-result-line-limit' characters (a
+cut line ends in \"…\"), the whole at most `lispm-session-result-limit';
+if anything was cut, a last line says \"[LispM cut N of M characters]\"."
+  (let ((total (length text))
+        (line-limit lispm-session-result-line-limit))
+    (if (and (<= total lispm-session-result-limit)
+             (not (string-match-p (format "[^\n]\\{%d\\}" (1+ line-limit)) text)))
+        text
+      (let ((budget (- lispm-session-result-limit 80))
+            (pos 0) (size 0) (kept 0) (pieces nil))
+        (while (and (< pos total) (< size budget))
+          (let* ((newline (string-search "\n" text pos))
+                 (line-end (or newline total))
+                 (room (- budget size)))
+            (if (> (- line-end pos) line-limit)
+                ;; A long line keeps its start and an ellipsis.
+                (let ((take (min (1- line-limit) room)))
+                  (push (substring text pos (+ pos take)) pieces)
+                  (push (if newline "…\n" "…") pieces)
+                  (cl-incf kept (+ take (if newline 1 0)))
+                  (cl-incf size (+ take 2))
+                  (setq pos (if newline (1+ newline) total)))
+              (let ((take (min (- (if newline (1+ newline) total) pos) room)))
+                (push (substring text pos (+ pos take)) pieces)
+                (cl-incf kept take)
+                (cl-incf size take)
+                (setq pos (+ pos take))))))
+        (let ((body (apply #'concat (nreverse pieces))))
+          (concat body (if (or (string-empty-p body) (string-suffix-p "\n" body)) "" "\n")
+                  (format "[LispM cut %d of %d characters]" (- total kept) total)))))))
+
+;;; The input area
+
+(defun lispm-session-input-start (buffer)
+  "Return the start of the draft in BUFFER: after the input heading's line."
+  (with-current-buffer buffer
+    (save-excursion
+      (goto-char (lispm-session--transcript-end))
+      (min (point-max) (1+ (line-end-position))))))
+
+(defun lispm-session-input (buffer)
+  "Return the draft in BUFFER: what the user typed below the input heading.
+Leading empty lines and trailing blanks are left out."
+  (with-current-buffer buffer
+    (string-trim (buffer-substring-no-properties (lispm-session-input-start buffer)
+                                                 (point-max))
+                 "\n+" "[ \t\n]+")))
+
+(defun lispm-session-take-input (buffer)
+  "Remove the draft from BUFFER, and return it as `lispm-session-input' does."
+  (with-current-buffer buffer
+    (let ((text (lispm-session-input buffer)))
+      (delete-region (lispm-session-input-start buffer) (point-max))
+      text)))
+
+;;; Saving and committing
+
+(cl-defstruct (lispm-sessions--queue (:constructor lispm-sessions--make-queue)
+                                     (:copier nil))
+  "The git commits of one sessions directory, made in order."
+  (directory nil :documentation "The directory, a repository of its own.")
+  (pending nil :documentation "The commits not yet given to git, oldest first.")
+  (sent nil :documentation "The serials of the commits given to git, not yet made.")
+  (serial 0 :documentation "The serial of the last commit given to git.")
+  (running nil :documentation "Non-nil while a one-off git command runs.")
+  (state nil :documentation "nil (not checked yet), `ready' or `broken'.")
+  (ref nil :documentation "The branch HEAD names, which LispM commits to; nil: unknown.")
+  (branch nil :documentation "`yes' or `no': whether the branch has commits; nil: unknown.")
+  (importer nil :documentation "The `git fast-import' process, or nil.")
+  (fresh nil :documentation "Non-nil until the importer has had its first commit.")
+  (output "" :documentation "What the importer said last, for errors.")
+  (program nil :documentation "The git program checked.")
+  (done 0 :documentation "The commits made.")
+  (failed 0 :documentation "The commits that failed.")
+  (error nil :documentation "What went wrong last, a string."))
+
+(defconst lispm-sessions--gc-every 100
+  "After this many commits, `git gc --auto' gathers the importer's packs.")
+
+(defvar lispm-sessions--queues (make-hash-table :test #'equal)
+  "The commit queue of each sessions directory.")
+
+(defvar lispm-sessions--warned nil
+  "Non-nil once LispM warned that sessions are not committed.")
+
+(defun lispm-sessions--warn (format-string &rest args)
+  "Warn once per Emacs session, with FORMAT-STRING and ARGS."
+  (unless lispm-sessions--warned
+    (setq lispm-sessions--warned t)
+    (display-warning 'lispm-session (apply #'format-message format-string args))))
+
+(defun lispm-sessions--environment (directory)
+  "Return the environment of git for the repository in DIRECTORY."
+  (let ((git-dir (expand-file-name ".git" directory)))
+    (append
+     (list (concat "GIT_DIR=" git-dir)
+           (concat "GIT_WORK_TREE=" (directory-file-name directory))
+           (concat "GIT_CEILING_DIRECTORIES="
+                   (directory-file-name (file-name-directory (directory-file-name directory))))
+           "GIT_CONFIG_NOSYSTEM=1" "GIT_CONFIG_GLOBAL=/dev/null"
+           "GIT_TERMINAL_PROMPT=0" "GIT_OPTIONAL_LOCKS=0"
+           "GIT_AUTHOR_NAME=LispM" "GIT_AUTHOR_EMAIL=lispm@localhost"
+           "GIT_COMMITTER_NAME=LispM" "GIT_COMMITTER_EMAIL=lispm@localhost"
+           "LC_ALL=C")
+     ;; Unset: what would point git elsewhere or configure it.
+     '("GIT_INDEX_FILE" "GIT_OBJECT_DIRECTORY" "GIT_ALTERNATE_OBJECT_DIRECTORIES"
+       "GIT_COMMON_DIR" "GIT_NAMESPACE" "GIT_CONFIG" "GIT_CONFIG_PARAMETERS"
+       "GIT_CONFIG_COUNT" "GIT_AUTHOR_DATE" "GIT_COMMITTER_DATE"))))
+
+(defconst lispm-sessions--git-options
+  '("-c" "user.name=LispM" "-c" "user.email=lispm@localhost"
+    "-c" "commit.gpgsign=false" "-c" "core.hooksPath=/dev/null"
+    "-c" "init.defaultBranch=main" "-c" "core.autocrlf=false"
+    "-c" "core.fsmonitor=false")
+  "The options every git command of the sessions gets.")
+
+(defun lispm-sessions--start (queue args &rest properties)
+  "Start git with ARGS for QUEUE; PROPERTIES go to `make-process'.
+Return the process, or nil (with QUEUE's error set) if it cannot start."
+  (let* ((directory (lispm-sessions--queue-directory queue))
+         (default-directory directory)
+         (process-environment (append (lispm-sessions--environment directory)
+                                      process-environment)))
+    (condition-case err
+        (apply #'make-process
+               :name "lispm-sessions-git"
+               :command (append (list (lispm-sessions--queue-program queue))
+                                lispm-sessions--git-options args)
+               :connection-type 'pipe :noquery t
+               properties)
+      (error (setf (lispm-sessions--queue-error queue) (error-message-string err))
+             nil))))
+
+(defun lispm-sessions--git (queue args callback)
+  "Run the one-off git command ARGS for QUEUE.
+Call CALLBACK with non-nil if it succeeded, and its output; give up
+after `lispm-session--git-timeout' seconds."
+  (let* ((output nil) (timer nil) (called nil)
+         (process
+          (lispm-sessions--start
+           queue args :coding 'utf-8-unix
+           :filter (lambda (_process text) (push text output))
+           :sentinel (lambda (process _event)
+                       (unless (or called (process-live-p process))
+                         (setq called t)
+                         (when timer (cancel-timer timer))
+                         (funcall callback
+                                  (and (eq (process-status process) 'exit)
+                                       (zerop (process-exit-status process)))
+                                  (apply #'concat (nreverse output))))))))
+    (if (not process)
+        (funcall callback nil (or (lispm-sessions--queue-error queue) ""))
+      (setq timer (run-at-time lispm-session--git-timeout nil
+                               (lambda ()
+                                 (when (process-live-p process)
+                                   (push "\n[LispM: git took too long]" output)
+                                   (delete-process process)))))
+      ;; A quick git may be gone already: then its sentinel tells.
+      (condition-case nil (process-send-eof process) (error nil)))))
+
+(defun lispm-sessions--queue (directory)
+  "Return the commit queue of DIRECTORY, made if need be."
+  (let ((directory (file-name-as-directory (expand-file-name directory))))
+    (or (gethash directory lispm-sessions--queues)
+        (puthash directory (lispm-sessions--make-queue :directory directory)
+                 lispm-sessions--queues))))
+
+(defun lispm-sessions--break (queue why)
+  "Give up committing in QUEUE, because of WHY; the files stay saved."
+  (setf (lispm-sessions--queue-state queue) 'broken
+        (lispm-sessions--queue-error queue) why
+        (lispm-sessions--queue-pending queue) nil)
+  (lispm-sessions--warn "Sessions are saved in %s but not committed: %s"
+                        (lispm-sessions--queue-directory queue) why))
+
+(defun lispm-sessions--importer-output (queue text)
+  "Take TEXT, what QUEUE's importer said: count the commits it made."
+  (let ((output (concat (lispm-sessions--queue-output queue) text))
+        (start 0))
+    (while (string-match "^progress lispm \\([0-9]+\\)\n" output start)
+      (setq start (match-end 0))
+      (let ((serial (string-to-number (match-string 1 output))))
+        (while (and (lispm-sessions--queue-sent queue)
+                    (<= (car (lispm-sessions--queue-sent queue)) serial))
+          (pop (lispm-sessions--queue-sent queue))
+          (when (zerop (% (cl-incf (lispm-sessions--queue-done queue))
+                          lispm-sessions--gc-every))
+            ;; Each checkpoint leaves a pack: gather them now and then.
+            (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore))))
+      (setf (lispm-sessions--queue-branch queue) 'yes))
+    ;; Keep what may be an error, and the start of a line to come.
+    (setf (lispm-sessions--queue-output queue)
+          (let ((rest (substring output start)))
+            (if (> (length rest) 4000) (substring rest -4000) rest)))))
+
+(defun lispm-sessions--importer-ended (queue process)
+  "Note that PROCESS, QUEUE's importer, ended; fail what it did not commit."
+  (when (eq process (lispm-sessions--queue-importer queue))
+    (setf (lispm-sessions--queue-importer queue) nil
+          (lispm-sessions--queue-branch queue) nil)
+    (when-let* ((lost (lispm-sessions--queue-sent queue)))
+      (setf (lispm-sessions--queue-sent queue) nil
+            (lispm-sessions--queue-error queue)
+            (format "git fast-import: %s"
+                    (string-trim (lispm-sessions--queue-output queue))))
+      (cl-incf (lispm-sessions--queue-failed queue) (length lost))
+      (lispm-sessions--warn "Session commits in %s failed: %s"
+                            (lispm-sessions--queue-directory queue)
+                            (lispm-sessions--queue-error queue)))
+    (setf (lispm-sessions--queue-output queue) "")
+    (lispm-sessions--next queue)))
+
+(defun lispm-sessions--importer (queue)
+  "Return QUEUE's running `git fast-import', started if need be, or nil."
+  (let ((importer (lispm-sessions--queue-importer queue)))
+    (if (process-live-p importer)
+        importer
+      (setq importer
+            (lispm-sessions--start
+             queue '("-c" "core.compression=1" "fast-import" "--quiet" "--date-format=raw")
+             :coding 'binary
+             :filter (lambda (_process text) (lispm-sessions--importer-output queue text))
+             :sentinel (lambda (process _event)
+                         (unless (process-live-p process)
+                           (lispm-sessions--importer-ended queue process)))))
+      (setf (lispm-sessions--queue-importer queue) importer
+            (lispm-sessions--queue-fresh queue) t
+            (lispm-sessions--queue-output queue) "")
+      importer)))
+
+(defun lispm-sessions--data (bytes)
+  "Return BYTES, a unibyte string, as a `data' command of git fast-import."
+  (concat (format "data %d\n" (length bytes)) bytes "\n"))
+
+(defun lispm-sessions--stream (queue job)
+  "Return the fast-import commands of JOB in QUEUE, a unibyte string."
+  (let ((time (format "%d +0000" (plist-get job :time))))
+    (concat (format "commit %s\n" (lispm-sessions--queue-ref queue))
+            (format "author LispM <lispm@localhost> %s\n" time)
+            (format "committer LispM <lispm@localhost> %s\n" time)
+            (lispm-sessions--data (encode-coding-string (plist-get job :message) 'utf-8-unix t))
+            (if (and (lispm-sessions--queue-fresh queue)
+                     (eq (lispm-sessions--queue-branch queue) 'yes))
+                (format "from %s^0\n" (lispm-sessions--queue-ref queue))
+              "")
+            (format "M 100644 inline %s\n"
+                    (encode-coding-string (plist-get job :path) 'utf-8-unix t))
+            (lispm-sessions--data (plist-get job :content))
+            (format "checkpoint\nprogress lispm %d\n" (plist-get job :serial)))))
+
+(defun lispm-sessions--send (queue)
+  "Give QUEUE's pending commits to its importer."
+  (let ((importer (lispm-sessions--importer queue)))
+    (if (not importer)
+        (lispm-sessions--break queue (format "git fast-import does not start: %s"
+                                             (lispm-sessions--queue-error queue)))
+      (while (lispm-sessions--queue-pending queue)
+        (let* ((job (pop (lispm-sessions--queue-pending queue)))
+               (serial (cl-incf (lispm-sessions--queue-serial queue))))
+          (setf (plist-get job :serial) serial)
+          (setf (lispm-sessions--queue-sent queue)
+                (nconc (lispm-sessions--queue-sent queue) (list serial)))
+          (condition-case nil
+              (process-send-string importer (lispm-sessions--stream queue job))
+            ;; Gone meanwhile: its sentinel fails what it did not commit.
+            (error nil))
+          (setf (lispm-sessions--queue-fresh queue) nil))))))
+
+(defun lispm-sessions--next (queue)
+  "Move QUEUE on: check its repository, or give git what waits."
+  (unless (lispm-sessions--queue-running queue)
+    (let ((directory (lispm-sessions--queue-directory queue))
+          (then (lambda (ok output why)
+                  (setf (lispm-sessions--queue-running queue) nil)
+                  (funcall why ok output)
+                  (lispm-sessions--next queue))))
+      (cond
+       ((eq (lispm-sessions--queue-state queue) 'broken)
+        (setf (lispm-sessions--queue-pending queue) nil))
+       ((null (lispm-sessions--queue-pending queue)))
+       ((and (null (lispm-sessions--queue-state queue))
+             (not (file-exists-p (expand-file-name ".git" directory))))
+        (setf (lispm-sessions--queue-running queue) t)
+        (lispm-sessions--git
+         queue '("init" "-q")
+         (lambda (ok output)
+           (funcall then ok output
+                    (lambda (ok output)
+                      (if ok
+                          (setf (lispm-sessions--queue-state queue) 'ready
+                                (lispm-sessions--queue-ref queue) "refs/heads/main"
+                                (lispm-sessions--queue-branch queue) 'no)
+                        (lispm-sessions--break
+                         queue (format "it is not a git repository, and `git init' failed: %s"
+                                       (string-trim output)))))))))
+       ((null (lispm-sessions--queue-ref queue))
+        (setf (lispm-sessions--queue-running queue) t)
+        (lispm-sessions--git
+         queue '("symbolic-ref" "-q" "HEAD")
+         (lambda (ok output)
+           (funcall then ok output
+                    (lambda (ok output)
+                      (setf (lispm-sessions--queue-ref queue)
+                            (if (and ok (string-match "\\`refs/heads/[^\n]+" output))
+                                (match-string 0 output)
+                              "refs/heads/main")))))))
+       ((null (lispm-sessions--queue-branch queue))
+        (setf (lispm-sessions--queue-running queue) t)
+        (lispm-sessions--git
+         queue (list "rev-parse" "-q" "--verify"
+                     (concat (lispm-sessions--queue-ref queue) "^{commit}"))
+         (lambda (ok output)
+           (funcall then ok output
+                    (lambda (ok output)
+                      (cond (ok (setf (lispm-sessions--queue-branch queue) 'yes
+                                      (lispm-sessions--queue-state queue) 'ready))
+                            ;; No such branch yet: rev-parse says nothing.
+                            ((string-blank-p output)
+                             (setf (lispm-sessions--queue-branch queue) 'no
+                                   (lispm-sessions--queue-state queue) 'ready))
+                            (t (lispm-sessions--break
+                                queue (format "git does not read the repository: %s"
+                                              (string-trim output))))))))))
+       (t (lispm-sessions--send queue))))))
+
+(defun lispm-sessions--enqueue (file content message)
+  "Queue a commit of FILE, with CONTENT as its text, and MESSAGE."
+  (let* ((directory (file-name-directory file))
+         (queue (lispm-sessions--queue directory))
+         (program lispm-sessions-git-program))
+    (unless (equal program (lispm-sessions--queue-program queue))
+      (setf (lispm-sessions--queue-program queue) program
+            (lispm-sessions--queue-state queue) nil
+            (lispm-sessions--queue-ref queue) nil
+            (lispm-sessions--queue-branch queue) nil)
+      (when (process-live-p (lispm-sessions--queue-importer queue))
+        (process-send-eof (lispm-sessions--queue-importer queue)))
+      (unless (executable-find program)
+        (lispm-sessions--break
+         queue (format-message "git (`lispm-sessions-git-program', %S) was not found"
+                               program))))
+    (unless (eq (lispm-sessions--queue-state queue) 'broken)
+      (setf (lispm-sessions--queue-pending queue)
+            (nconc (lispm-sessions--queue-pending queue)
+                   (list (list :path (file-relative-name
+                                      file (lispm-sessions--queue-directory queue))
+                               :content (encode-coding-string content 'utf-8-unix t)
+                               :message message
+                               :time (truncate (float-time))))))
+      (lispm-sessions--next queue))))
+
+(defun lispm-sessions--busy-p ()
+  "Return non-nil if a commit of the sessions is waiting or being made."
+  (cl-loop for queue being the hash-values of lispm-sessions--queues
+           thereis (or (lispm-sessions--queue-running queue)
+                       (lispm-sessions--queue-pending queue)
+                       (lispm-sessions--queue-sent queue))))
+
+(defun lispm-sessions-wait-for-commits (&optional timeout)
+  "Wait until every queued session commit is made, at most TIMEOUT seconds.
+TIMEOUT defaults to 30.  Return non-nil if none is left.  For tests and
+benchmarks only: LispM itself never waits for git."
+  (let ((deadline (+ (float-time) (or timeout 30))))
+    (while (and (lispm-sessions--busy-p) (< (float-time) deadline))
+      (accept-process-output nil 0.02))
+    (not (lispm-sessions--busy-p))))
+
+(defun lispm-session--write (file)
+  "Write the current buffer to FILE, its session file.
+Only the text from the first change on is written when the file holds
+the rest already, byte for byte; else all of it."
+  (let* ((coding-system-for-write 'utf-8-unix)
+         (inhibit-message t)
+         (write-region-annotate-functions nil)
+         (write-region-post-annotation-function nil)
+         (total (1- (position-bytes (point-max))))
+         (from (or lispm-session--dirty (point-max)))
+         (offset (1- (position-bytes from))))
+    (unless (or (verify-visited-file-modtime) (not (file-exists-p file)))
+      ;; Written behind LispM's back: keep that version, then write ours.
+      (let ((kept (format "%s.%s.outside" file (format-time-string "%Y%m%d-%H%M%S"))))
+        (copy-file file kept t)
+        (display-warning 'lispm-session
+                         (format "%s changed on disk; that version is kept as %s"
+                                 file kept)))
+      (set-visited-file-modtime)
+      (setq lispm-session--saved-bytes nil))
+    (let ((partial (and lispm-session--saved-bytes
+                        (memq #'lispm-session--note-change after-change-functions)
+                        (<= offset lispm-session--saved-bytes total)
+                        (eql (file-attribute-size (file-attributes file))
+                             lispm-session--saved-bytes)
+                        ;; A raw byte is one byte in the file but two in
+                        ;; the buffer: then the offsets do not hold.
+                        (= (length (encode-coding-string
+                                    (buffer-substring-no-properties from (point-max))
+                                    'utf-8-unix t))
+                           (- total offset)))))
+      (if partial
+          (write-region from (point-max) file offset file)
+        (write-region nil nil file nil file))
+      (setq lispm-session--dirty nil
+            lispm-session--saved-bytes
+            (and (eql (file-attribute-size (file-attributes file)) total) total)))))
+
+(defun lispm-sessions-stop (&optional timeout)
+  "End the git processes of the sessions, after the commits they were given.
+Wait at most TIMEOUT seconds (default 5) for them to end."
+  (let ((importers (cl-loop for queue being the hash-values of lispm-sessions--queues
+                            for importer = (lispm-sessions--queue-importer queue)
+                            when (process-live-p importer) collect importer))
+        (deadline (+ (float-time) (or timeout 5))))
+    (dolist (importer importers)
+      (condition-case nil (process-send-eof importer) (error nil)))
+    (while (and (cl-some #'process-live-p importers) (< (float-time) deadline))
+      (accept-process-output nil 0.02))
+    (dolist (importer importers)
+      (when (process-live-p importer) (delete-process importer)))))
+
+(defun lispm-session-save (buffer message)
+  "Save the session in BUFFER to its file, and queue a commit with MESSAGE.
+Return non-nil if the file was saved.  No hook runs and nothing is
+asked; if the file cannot be written, warn and leave the buffer as it
+is, unsaved."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (save-restriction
+        (widen)
+        (let ((file lispm-session-file))
+          (condition-case err
+              (let ((directory (file-name-directory file)))
+                (unless (file-directory-p directory)
+                  (with-file-modes #o700 (make-directory directory t)))
+                (lispm-session--write file)
+                (lispm-sessions--enqueue file (buffer-substring-no-properties
+                                               (point-min) (point-max))
+                                         message)
+                t)
+            (file-error
+             (display-warning 'lispm-session
+                              (format "Session %s was not saved: %s" lispm-session-id
+                                      (error-message-string err)))
+             nil)))))))
+
+(defun lispm-session-end-turn (buffer)
+  "End the current turn in BUFFER: save its file and queue its commit.
+The commit's message is \"session S turn N: FIRST LINE\".  Emacs does
+not wait for git."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (lispm-session-save buffer (format "session %s turn %d: %s" lispm-session-id
+                                         lispm-session--turns
+                                         (or lispm-session--first-line ""))))))
+
+;;; Listing the sessions
+
+(defun lispm-sessions--peek (file)
+  "Return the entry of `lispm-sessions-list' for FILE, or nil if no session.
+Only the file's first 16 KB are read."
+  (with-temp-buffer
+    (let ((coding-system-for-read 'utf-8-unix))
+      (lispm-insert-file-text file 0 16384))
+    (let* ((case-fold-search nil)
+           (first (save-excursion (goto-char (point-min))
+                                  (if (re-search-forward "^\\* " nil t)
+                                      (match-beginning 0)
+                                    (point-max))))
+           (header (lispm-session--keywords (point-min) first))
+           (value (lambda (name)
+                    (when-let* ((raw (cdr (assoc name header))))
+                      (condition-case nil (lispm-session--decode-value raw)
+                        ((invalid-read-syntax end-of-file) raw))))))
+      (when (assoc "LISPM_SESSION" header)
+        (goto-char first)
+        (let ((first-line ""))
+          (when (re-search-forward "^:LISPM_TURN:" nil t)
+            (when (re-search-forward "^[ \t]*:END:[ \t]*\n" nil t)
+              (let ((line (buffer-substring-no-properties
+                           (point) (if (re-search-forward "^\\*" nil t)
+                                       (match-beginning 0)
+                                     (point-max)))))
+                (setq first-line (lispm-session--one-line
+                                  (lispm-session--unescape-prose line) 80)))))
+          (list :file file
+                :id (funcall value "LISPM_SESSION")
+                :project (funcall value "LISPM_FOLDER")
+                :model (funcall value "LISPM_MODEL")
+                :first-line first-line
+                :time (float-time (file-attribute-modification-time
+                                   (file-attributes file)))))))))
+
+(defun lispm-sessions-list ()
+  "Return the sessions in `lispm-sessions-directory', the last changed first.
+Each is a plist (:file F :id ID :project FOLDER :model M :first-line
+LINE :time SECONDS), :time when its file was last written."
+  (let ((directory lispm-sessions-directory) (sessions nil))
+    (when (file-directory-p directory)
+      (dolist (file (directory-files directory t "\\`[^.#].*\\.org\\'" t))
+        (when-let* ((session (and (file-regular-p file) (lispm-sessions--peek file))))
+          (push session sessions))))
+    (sort sessions (lambda (a b)
+                     (if (= (plist-get a :time) (plist-get b :time))
+                         (string> (plist-get a :file) (plist-get b :file))
+                       (> (plist-get a :time) (plist-get b :time)))))))
+
+;;; Compaction
+
+(defun lispm-session--replaced-size (items summary)
+  "Count the characters of model and tool text that ITEMS and SUMMARY hold.
+ITEMS are turns."
+  (+ (if summary (length (plist-get summary :summary)) 0)
+     (cl-loop for turn in items
+              sum (cl-loop for step in (plist-get turn :steps)
+                           sum (+ (length (plist-get step :text))
+                                  (cl-loop for call in (plist-get step :calls)
+                                           sum (+ (length (plist-get call :arguments))
+                                                  (length (or (plist-get call :result)
+                                                              "")))))))))
+
+(defun lispm-session--render (turn)
+  "Return TURN as text for the model to summarise."
+  (concat
+   (format "## Turn %d\n\nUser:\n%s\n" (plist-get turn :turn) (plist-get turn :user))
+   (mapconcat
+    (lambda (step)
+      (concat (if (string-empty-p (plist-get step :text)) ""
+                (format "\nAssistant:\n%s\n" (plist-get step :text)))
+              (mapconcat (lambda (call)
+                           (format "\nTool call %s %s:\n%s\nResult:\n%s\n"
+                                   (plist-get call :name) (plist-get call :id)
+                                   (plist-get call :arguments)
+                                   (or (plist-get call :result) "(none)")))
+                         (plist-get step :calls) "")))
+    (plist-get turn :steps) "")))
+
+(defun lispm-session--compactable (items upto)
+  "Return the live turn items of ITEMS up to UPTO, consed to the live summary."
+  (cons (cl-remove-if-not (lambda (item) (and (plist-get item :turn)
+                                              (not (plist-get item :archived))
+                                              (<= (plist-get item :turn) upto)))
+                          items)
+        (cl-find-if (lambda (item) (and (plist-member item :summary)
+                                        (not (plist-get item :archived))))
+                    items)))
+
+(defun lispm-session-compaction-source (buffer &optional keep-last)
+  "Return what compaction of BUFFER's session would summarise, or nil.
+That is the turns not yet archived but the last KEEP-LAST (default 1),
+with the summary so far: a plist (:upto N :turns COUNT :text TEXT :size
+CHARS), N the last of those turns, TEXT them for the model to read, and
+CHARS the characters of model and tool text (and summary) they hold,
+which a summary must stay under."
+  (with-current-buffer buffer
+    (let* ((items (cdr (lispm-session--parse)))
+           (live (cl-remove-if-not (lambda (item) (and (plist-get item :turn)
+                                                       (not (plist-get item :archived))))
+                                   items))
+           (older (butlast live (or keep-last 1))))
+      (when older
+        (let* ((upto (plist-get (car (last older)) :turn))
+               (summary (cdr (lispm-session--compactable items upto))))
+          (list :upto upto :turns (length older)
+                :text (concat (if summary
+                                  (format "## Summary of turns 1-%d\n\n%s\n\n"
+                                          (plist-get summary :upto)
+                                          (plist-get summary :summary))
+                                "")
+                              (mapconcat #'lispm-session--render older "\n"))
+                :size (lispm-session--replaced-size older summary)))))))
+
+(defun lispm-session--add-tag (position tag)
+  "Add TAG to the heading at POSITION."
+  (save-excursion
+    (goto-char position)
+    (end-of-line)
+    (let ((title (buffer-substring-no-properties (line-beginning-position) (point))))
+      (if (lispm-session--tags title)
+          (progn (skip-chars-backward " \t") (insert tag ":"))
+        (insert " :" tag ":")))))
+
+(defun lispm-session-compact (buffer summary upto)
+  "Put SUMMARY in place of the turn items up to UPTO in BUFFER's session.
+Save and commit the document.  The turns stay in it, tagged ARCHIVE
+and folded; SUMMARY becomes a heading after them, which the user can
+read and edit.  From
+then on `lispm-session-messages' gives the user's words of those turns,
+then the summary, then the later turns.  Signal
+`lispm-compaction-not-smaller', changing nothing, if SUMMARY is not
+smaller than the text it replaces."
+  (with-current-buffer buffer
+    (let* ((items (cdr (lispm-session--parse)))
+           (found (lispm-session--compactable items upto))
+           (turns (car found))
+           (old (cdr found))
+           (replaced (lispm-session--replaced-size turns old)))
+      (unless turns
+        (lispm-signal 'lispm-session-error (list upto) "No turns up to %d to compact" upto))
+      (unless (< (length summary) replaced)
+        (lispm-signal 'lispm-compaction-not-smaller (list (length summary) replaced)
+                      "The summary (%d characters) is not smaller than what it replaces (%d)"
+                      (length summary) replaced))
+      (save-excursion
+        (save-restriction
+          (widen)
+          (let* ((inhibit-read-only t)
+                 (last (car (last turns)))
+                 (after (cl-find-if (lambda (item) (> (plist-get item :start)
+                                                      (plist-get last :start)))
+                                    items))
+                 (at (if after (plist-get after :start) (lispm-session--transcript-end)))
+                 (headings (sort (mapcar (lambda (item) (plist-get item :start))
+                                         (if old (cons old turns) turns))
+                                 #'>)))
+            (goto-char at)
+            (insert (format "* Summary of turns 1-%d\n" upto)
+                    (lispm-session--drawer `(("LISPM_SUMMARY" . ,(number-to-string upto))
+                                             ("LISPM_TIME" . ,(lispm-session--time))))
+                    (lispm-session--prose summary))
+            (dolist (position headings)
+              (lispm-session--add-tag position "ARCHIVE")
+              (goto-char position)
+              (org-fold-subtree t)))))
+      (lispm-session-save buffer (format "session %s: turns 1-%d compacted"
+                                         lispm-session-id upto)))))
+
+(provide 'lispm-session)
+;;; lispm-session.el ends here

@@ -1,0 +1,63 @@
+"""`agent_commit_emacs_blocked_ms`: what saving and committing a turn costs Emacs.
+
+The timing happens in a batch Emacs (`session-bench.el`), which plays 50
+turns of an own agent's session, one every 100 ms, and prints the time of
+each `lispm-session-end-turn`, the time Emacs spent in the sessions' git
+processes' starts and callbacks, and whether git made the 50 commits in
+order; this module turns them into metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, percentile, spread
+
+TURNS = 50
+TIMEOUT = 300
+
+
+async def run_emacs(context: Context, turns: int = TURNS) -> dict[str, Any]:
+    """Run `session-bench.el` and return the JSON it printed."""
+    env = context.env(context.runtime_dir("session"), LISPM_BENCH_SESSION_TURNS=str(turns))
+    proc = await asyncio.create_subprocess_exec(
+        *context.emacs_command("-l", str(BENCH_DIR / "session-bench.el")),
+        cwd=ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        output = f"{stdout.decode()}\n{stderr.decode()[-4000:]}"
+        raise RuntimeError(f"session-bench.el failed ({proc.returncode}):\n{output}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+async def commit(context: Context) -> list[Metric]:
+    """Measure `agent_commit_emacs_blocked_ms` and what goes with it."""
+    data = await run_emacs(context)
+    blocked = [seconds * 1000 for seconds in data["blocked"]]
+    git = [seconds * 1000 for seconds in data["git_callbacks"]]
+    in_order = bool(data["in_order"]) and bool(data["drained"])
+    return [
+        Metric("agent_commit_emacs_blocked_ms", median(blocked), "ms", Target("<=", 5),
+               f"lispm-session-end-turn, median of {data['turns']} turns; "
+               f"range {spread(blocked, digits=2)}; file {data['file_kb']:.0f} KB at the end"),
+        Metric("agent_commit_emacs_blocked_p90_ms", percentile(blocked, 0.9), "ms"),
+        Metric("agent_commit_emacs_git_ms", median(git), "ms",
+               note="Emacs's time in the git processes' starts and callbacks per turn, median"),
+        Metric("agent_commit_in_order", 1.0 if in_order else 0.0, "bool", Target(">=", 1),
+               f"{data['commits']} commits for {data['turns']} turns, "
+               f"the last {data['drain_s'] * 1000:.0f} ms after its turn"),
+    ]
