@@ -113,6 +113,10 @@ checkout has it in `python' next to `elisp'."
 (defvar lispm-sidecar--info nil
   "The sidecar's answer to `lispm/hello': a plist.")
 
+(defvar lispm-sidecar-exited-hook nil
+  "Hook run when the sidecar has exited, whether asked to or not.
+Whatever waited on the dead sidecar fails from here.")
+
 (defvar lispm-sidecar-connected-hook nil
   "Hook run after the sidecar has started and greeted Emacs.
 It runs after the first start and after every restart, so functions
@@ -203,6 +207,10 @@ on it re-register whatever the sidecar must know, such as live agents.")
           lispm-sidecar--info hello)
     (run-hooks 'lispm-sidecar-connected-hook)
     connection))
+
+(defun lispm-sidecar-info ()
+  "Return the sidecar's answer to `lispm/hello', a plist, or nil if none ran."
+  lispm-sidecar--info)
 
 (defun lispm-sidecar-live-p ()
   "Return non-nil if the sidecar is running."
@@ -307,6 +315,7 @@ as a source checkout runs it, such a method cost 35 us a request.)"
   "Note that the sidecar of CONNECTION has exited; restart it unless asked to stop."
   (when (eq connection lispm-sidecar--connection)
     (setq lispm-sidecar--connection nil)
+    (run-hooks 'lispm-sidecar-exited-hook)
     (unless lispm-sidecar--stopping
       (let ((now (float-time)))
         (push now lispm-sidecar--deaths)

@@ -24,6 +24,7 @@
 ;;
 ;; Start here:
 ;;   M-x lispm               the list of agents
+;;   M-x lispm-agent         LispM's own agent, inside this Emacs
 ;;   M-x lispm-claude        Claude Code at the current project's root
 ;;   M-x lispm-codex         Codex at the current project's root
 ;;   M-x lispm-holon         a Holon agent, through its daemon
@@ -56,6 +57,12 @@
 ;;   lispm-skills.el    org-file skills, and trusting a project's code
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
 ;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
+;;   lispm-messages.el  messaging for actors that live in Emacs
+;;   lispm-model.el     the models (`lispm-models'), streamed by the sidecar
+;;   lispm-session.el   the own agent's session: an Org file, committed to git
+;;   lispm-turn.el      one turn of the own agent: the loop, its state, restarts
+;;   lispm-condition.el a failed turn's condition and restarts, as in SLIME
+;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
@@ -87,6 +94,12 @@
 ;; (package.el makes none for apps/).  "apps/..." is found through the
 ;; directory of this file, on `load-path' in both.
 (autoload 'lispm-apps "lispm-apps" "Open the LispM App Store." t)
+
+;; LispM's own agent loads Org with its first session, so only when used.
+(autoload 'lispm-agent "lispm-own-agent" "Start LispM's own agent." t)
+(autoload 'lispm-agent-resume "lispm-own-agent" "Reopen a session of LispM's own agent." t)
+(autoload 'lispm-agent-revert-turn "lispm-own-agent" "Take back what a turn changed." t)
+(autoload 'lispm-agent-compact "lispm-own-agent" "Summarise a session's older turns." t)
 ;;;###autoload
 (autoload 'lispm-doctor "apps/lispm-app-doctor" "Talk with LispM's Doctor." t)
 ;;;###autoload

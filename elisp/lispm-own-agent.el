@@ -1,0 +1,446 @@
+;;; lispm-own-agent.el --- LispM's own agent, inside Emacs  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; LispM's own agent lives in this Emacs, in the same event loop as
+;; the editor, and reaches everything by calling LispM's tools: Lisp
+;; functions, each call under the user's policy.
+;;
+;;   M-x lispm-agent              start it at the current project's root
+;;                                (C-u: ask for the folder and the model)
+;;   M-x lispm-agent-resume       reopen a session, newest first
+;;   M-x lispm-agent-revert-turn  take back what a turn changed
+;;   M-x lispm-agent-compact      summarise the older turns
+;;
+;; Its buffer is the session's Org document (lispm-session.el): a
+;; heading per turn, the user's words, the model's text as it streams,
+;; each tool call a subheading.  Type at the end and send with C-c C-c;
+;; what is sent while it works waits for the turn's end; C-c C-k
+;; interrupts; C-c C-r on a turn's heading reverts that turn.
+;;
+;; It is an actor like the agents in terminals: in the agent list and
+;; in every agent's `list_agents', named `emacs' (then `emacs-2', ...),
+;; so it is never taken for LispM's own notices, which come from
+;; `lispm'.  Other agents' messages reach it through the sidecar's
+;; delivery queue, only while it is idle, and start a turn.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'project)
+(require 'lispm-base)
+(require 'lispm-agents)
+(require 'lispm-policy)
+(require 'lispm-messages)
+(require 'lispm-model)
+(require 'lispm-session)
+(require 'lispm-turn)
+(require 'lispm-condition)
+
+(declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
+
+;;; Options
+
+(defgroup lispm-own-agent nil
+  "LispM's own agent, inside Emacs."
+  :group 'lispm
+  :prefix "lispm-agent-")
+
+(defcustom lispm-agent-name "emacs"
+  "The name LispM's own agent goes by; a second one gets a number."
+  :type 'string)
+
+(defcustom lispm-agent-compact-at 0.8
+  "Compact the history before a turn once it fills this share of the window.
+Only models whose :window `lispm-models' gives are ever compacted
+automatically; `lispm-agent-compact' always runs."
+  :type 'number)
+
+(defconst lispm-agent-compact-prompt
+  "Summarise the conversation below for your own later use: the facts \
+learnt, the decisions made, the files changed and why, and what is left \
+to do.  Be brief and concrete; do not repeat the user's instructions, \
+they are kept word for word."
+  "The instruction the model summarises older turns with.")
+
+;;; The agent
+
+(cl-defstruct (lispm-own-agent (:include lispm-actor)
+                               (:constructor lispm-own-agent--make)
+                               (:copier nil))
+  "LispM's own agent: an actor whose body is a session buffer."
+  (buffer nil :documentation "The session's buffer.")
+  (model nil :documentation "The name of the model it asks, in `lispm-models'.")
+  (turn nil :documentation "The turn under way, a `lispm-turn', or nil.")
+  (turns nil :documentation "Alist of turn number to the turns of this Emacs.")
+  (pending nil :documentation "Texts waiting for the turn's end, oldest first.")
+  (compacting nil :documentation "Non-nil while the older turns are summarised."))
+
+(defvar-local lispm-agent--session-of nil
+  "The own agent whose session this buffer is.")
+
+(defun lispm-agent-of-session (&optional buffer)
+  "Return the own agent of BUFFER (default: the current one), or nil."
+  (buffer-local-value 'lispm-agent--session-of (or buffer (current-buffer))))
+
+(defun lispm-agent--current ()
+  "Return the own agent of the current buffer, or signal a `user-error'."
+  (or (lispm-agent-of-session)
+      (user-error "This is not the buffer of LispM's own agent")))
+
+(defun lispm-agent--busy-p (agent)
+  "Return non-nil if AGENT is in a turn or compacting."
+  (or (lispm-own-agent-compacting agent)
+      (and (lispm-own-agent-turn agent)
+           (lispm-turn-live-p (lispm-own-agent-turn agent)))))
+
+(defun lispm-agent--set-activity (agent activity)
+  "Set AGENT's ACTIVITY, announce it, and tell the sidecar."
+  (unless (eq (lispm-actor-activity agent) activity)
+    (setf (lispm-actor-activity agent) activity)
+    (run-hooks 'lispm-agents-changed-hook)
+    (when (lispm-sidecar-live-p)
+      (lispm-messages-report-activity agent))))
+
+;;; The system prompt
+
+(defun lispm-agent--policy-text (agent)
+  "Return AGENT's rules under the user's policy, as lines."
+  (mapconcat (lambda (rule)
+               (format "- %s: %s%s" (car rule) (cadr rule)
+                       (if (nth 2 rule)
+                           (format " (only %s)" (mapconcat #'identity (nth 2 rule) ", "))
+                         "")))
+             (lispm-policy-rules (lispm-actor-role agent))
+             "\n"))
+
+(defun lispm-agent-system-prompt (agent)
+  "Return the system prompt of AGENT, made afresh for each request.
+It holds the policy and the folder, so they survive compaction."
+  (format "You are %s, LispM's own agent, running inside the user's Emacs.
+You work in the folder %s.
+Your tools are Lisp functions of LispM.  Every call passes the user's
+policy; when the user refuses one, its result says why: do not repeat
+it unchanged.  Emacs documents itself: ask first (apropos,
+describe_function, describe_variable, function_source, info_node),
+read, then act.  Reading a file that is open in Emacs gives its buffer,
+unsaved changes included.  Each of your edits is one undo step.
+Messages from other agents come as \"[Message from NAME]\"; answer a
+\"[Request R from NAME]\" with the reply tool.
+
+Your role is %s; the user's policy for it (first match wins):
+%s"
+          (lispm-actor-name agent) (lispm-actor-folder agent)
+          (lispm-actor-role agent) (lispm-agent--policy-text agent)))
+
+;;; Turns
+
+(defun lispm-agent--turn-state-changed (agent turn)
+  "Show what AGENT does now that TURN's state changed."
+  (lispm-agent--set-activity agent (lispm-turn-activity turn)))
+
+(defun lispm-agent--turn-ended (agent turn)
+  "Note that AGENT's TURN is over; start what waits."
+  (when (eq (lispm-own-agent-turn agent) turn)
+    (setf (lispm-own-agent-turn agent) nil))
+  (lispm-agent--set-activity agent 'idle)
+  (when (lispm-own-agent-pending agent)
+    (run-at-time 0 nil #'lispm-agent--next agent)))
+
+(defun lispm-agent--next (agent)
+  "Start AGENT's oldest waiting text, if it is free."
+  (when (and (lispm-own-agent-pending agent)
+             (not (lispm-agent--busy-p agent))
+             (buffer-live-p (lispm-own-agent-buffer agent)))
+    (lispm-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
+
+(defun lispm-agent--start-turn (agent text)
+  "Start a turn of AGENT with TEXT, the user's words or a message."
+  (if (lispm-agent--needs-compaction-p agent)
+      (progn (push text (lispm-own-agent-pending agent))
+             (lispm-agent--compact agent))
+    (let* ((buffer (lispm-own-agent-buffer agent))
+           (number (lispm-session-begin-turn buffer text))
+           (turn (lispm-turn-start
+                  agent buffer number (lispm-own-agent-model agent)
+                  (lispm-session-messages buffer)
+                  :system (lambda () (lispm-agent-system-prompt agent))
+                  :on-state (lambda (turn) (lispm-agent--turn-state-changed agent turn))
+                  :on-end (lambda (turn) (lispm-agent--turn-ended agent turn)))))
+      (when (lispm-turn-live-p turn)
+        (setf (lispm-own-agent-turn agent) turn))
+      (push (cons number turn) (lispm-own-agent-turns agent))
+      turn)))
+
+(defun lispm-agent-send (agent text)
+  "Give AGENT TEXT, to start a turn now or when the turn under way ends."
+  (when (string-empty-p (string-trim text))
+    (user-error "Nothing to send"))
+  (if (lispm-agent--busy-p agent)
+      (progn (setf (lispm-own-agent-pending agent)
+                   (append (lispm-own-agent-pending agent) (list text)))
+             (message "LispM: %s is busy; this waits for the turn's end"
+                      (lispm-actor-name agent)))
+    (lispm-agent--start-turn agent text)))
+
+(cl-defmethod lispm-actor-deliver ((agent lispm-own-agent) text _message)
+  "Give AGENT the message TEXT from another agent; it is always taken."
+  (lispm-agent-send agent text)
+  t)
+
+(defun lispm-agent-stopped (turn)
+  "Show the condition TURN stopped at, if it is a turn of an own agent."
+  (when (and (lispm-own-agent-p (lispm-turn-actor turn))
+             (buffer-live-p (lispm-turn-buffer turn)))
+    (lispm-condition-show turn)))
+
+(add-hook 'lispm-turn-stopped-functions #'lispm-agent-stopped)
+
+;;; Starting and ending
+
+(defun lispm-agent--create (buffer folder model &optional role)
+  "Make the own agent of the session BUFFER in FOLDER asking MODEL.
+ROLE defaults to `lispm-policy-default-role'.  Register it with Emacs and
+the sidecar, and return it."
+  (let ((agent (lispm-own-agent--make
+                :name lispm-agent-name :kind 'lispm :folder folder
+                :role (or role lispm-policy-default-role)
+                :state 'running :activity 'idle
+                :buffer buffer :model model)))
+    (lispm-agents-add-actor agent)
+    (with-current-buffer buffer
+      (setq lispm-agent--session-of agent)
+      (add-hook 'kill-buffer-hook #'lispm-agent--buffer-killed nil t)
+      (lispm-agent-mode))
+    (lispm-messages-register agent #'ignore)
+    agent))
+
+(defun lispm-agent--buffer-killed ()
+  "End the own agent of the buffer being killed, quietly."
+  (when-let* ((agent lispm-agent--session-of))
+    (when (lispm-own-agent-turn agent)
+      (lispm-turn-cancel (lispm-own-agent-turn agent)))
+    (setf (lispm-actor-state agent) 'exited)
+    ;; Leaving the registry also ends it in the sidecar (lispm-messages.el).
+    (lispm-agents-unregister agent)))
+
+(defun lispm-agent--read-folder-and-model ()
+  "Read a folder and a model from the user."
+  (list (read-directory-name "LispM agent in folder: ")
+        (completing-read "Model: " (lispm-model-names) nil t nil nil
+                         (lispm-model-default))))
+
+(defun lispm-agent--default-folder ()
+  "Return the current project's root, or `default-directory'."
+  (if-let* ((project (project-current)))
+      (project-root project)
+    default-directory))
+
+;;;###autoload
+(defun lispm-agent (&optional folder model)
+  "Start LispM's own agent in FOLDER, asking MODEL; show its buffer.
+FOLDER defaults to the current project's root and MODEL to the first
+of `lispm-models'; with a prefix argument, ask for both."
+  (interactive (and current-prefix-arg (lispm-agent--read-folder-and-model)))
+  (let* ((folder (or folder (lispm-agent--default-folder)))
+         (model (or model (lispm-model-default))))
+    (lispm-model-get model)
+    (unless (file-directory-p folder)
+      (user-error "No such folder: %s" folder))
+    (let* ((buffer (lispm-session-create folder model))
+           (agent (lispm-agent--create buffer folder model)))
+      (when (called-interactively-p 'any)
+        (pop-to-buffer buffer))
+      agent)))
+
+;;;###autoload
+(defun lispm-agent-resume (file)
+  "Reopen the session in FILE, and go on with its history.
+Interactively, choose among the sessions, newest first."
+  (interactive
+   (let* ((sessions (or (lispm-sessions-list) (user-error "No sessions yet")))
+          (table (mapcar (lambda (session)
+                           (cons (format "%s  %s  %s"
+                                         (format-time-string "%F %R"
+                                                             (plist-get session :time))
+                                         (abbreviate-file-name
+                                          (or (plist-get session :project) ""))
+                                         (or (plist-get session :first-line) ""))
+                                 (plist-get session :file)))
+                         sessions)))
+     (list (cdr (assoc (completing-read "Resume session: "
+                                        (lambda (string predicate action)
+                                          (if (eq action 'metadata)
+                                              '(metadata (display-sort-function . identity))
+                                            (complete-with-action action table string
+                                                                  predicate)))
+                                        nil t)
+                       table)))))
+  (if-let* ((open (cl-find-if (lambda (buffer)
+                                (and (lispm-agent-of-session buffer)
+                                     (equal (buffer-local-value 'lispm-session-file buffer)
+                                            file)))
+                              (buffer-list))))
+      (progn (when (called-interactively-p 'any) (pop-to-buffer open))
+             (lispm-agent-of-session open))
+    (let* ((buffer (lispm-session-open file))
+           (folder (buffer-local-value 'lispm-session-folder buffer))
+           (model (buffer-local-value 'lispm-session-model buffer))
+           (model (if (assoc model lispm-models) model (lispm-model-default)))
+           (agent (lispm-agent--create buffer (if (file-directory-p folder) folder
+                                              default-directory)
+                                     model)))
+      (when (called-interactively-p 'any)
+        (pop-to-buffer buffer))
+      agent)))
+
+;;; Commands in the session's buffer
+
+(defun lispm-agent-send-input ()
+  "Send what was typed at the end of the buffer to the agent.
+Elsewhere in the buffer, do what \\[org-ctrl-c-ctrl-c] does."
+  (interactive)
+  (let ((agent (lispm-agent--current)))
+    (if (< (point) (lispm-session-input-start (current-buffer)))
+        (call-interactively #'org-ctrl-c-ctrl-c)
+      (let ((text (lispm-session-input (current-buffer))))
+        (when (string-empty-p (string-trim text))
+          (user-error "Type something to send, at the end of the buffer"))
+        (lispm-session-take-input (current-buffer))
+        (lispm-agent-send agent text)))))
+
+(defun lispm-agent-interrupt ()
+  "Interrupt the agent's turn: it stops at a condition with restarts."
+  (interactive)
+  (let* ((agent (lispm-agent--current))
+         (turn (lispm-own-agent-turn agent)))
+    (unless (and turn (lispm-turn-live-p turn))
+      (user-error "%s is not in a turn" (lispm-actor-name agent)))
+    (if (eq (lispm-turn-state turn) 'stopped)
+        (lispm-condition-show turn)
+      (lispm-turn-interrupt turn)
+      (message "LispM: %s stops after what runs now" (lispm-actor-name agent)))))
+
+(defun lispm-agent--turn-at-point ()
+  "Return the number of the turn whose heading point is in, or nil."
+  (let ((value (org-entry-get nil "LISPM_TURN" t)))
+    (and value (string-to-number value))))
+
+(defun lispm-agent-revert-turn (agent number)
+  "Take back everything turn NUMBER of AGENT changed.
+Interactively, the turn point is in, or the last one.  The user's own
+edits since, elsewhere in those files, stay; if the user changed text
+the turn wrote, list the conflicts and change nothing."
+  (interactive
+   (let ((agent (lispm-agent--current)))
+     (list agent (or (lispm-agent--turn-at-point)
+                     (car (car (lispm-own-agent-turns agent)))
+                     (user-error "No turn to revert")))))
+  (let ((turn (cdr (assq number (lispm-own-agent-turns agent)))))
+    (unless turn
+      (user-error "Turn %s ran in an earlier Emacs; its changes are not known here"
+                  number))
+    (when (lispm-turn-live-p turn)
+      (user-error "Turn %s is still under way" number))
+    (condition-case err
+        (let ((files (lispm-turn-revert turn)))
+          (lispm-session-insert-note (lispm-own-agent-buffer agent)
+                                     (format "Turn %d reverted: %d file%s restored"
+                                             number files (if (= files 1) "" "s")))
+          (message "LispM: turn %d reverted (%d file%s)" number files
+                   (if (= files 1) "" "s"))
+          files)
+      (lispm-revert-conflict
+       (message "LispM: turn %d not reverted: %s" number (lispm-error-message err))
+       (signal (car err) (cdr err))))))
+
+(defvar-keymap lispm-agent-mode-map
+  :doc "Keys of the own agent's session buffer."
+  "C-c C-c" #'lispm-agent-send-input
+  "C-c C-k" #'lispm-agent-interrupt
+  "C-c C-r" #'lispm-agent-revert-turn)
+
+(define-minor-mode lispm-agent-mode
+  "Minor mode of the buffer of LispM's own agent: its session's document.
+Type at the end and send with \[lispm-agent-send-input]; interrupt
+with \[lispm-agent-interrupt]; revert the turn at point with
+\[lispm-agent-revert-turn].
+
+\{lispm-agent-mode-map}"
+  :lighter " LispM-Agent")
+
+;;; Compaction
+
+(defun lispm-agent--needs-compaction-p (agent)
+  "Return non-nil if AGENT's history nears its model's window."
+  (let* ((window (lispm-model-window (lispm-own-agent-model agent)))
+         (last (cdr (car (lispm-own-agent-turns agent))))
+         (used (and last (plist-get (lispm-turn-usage last) :input_tokens))))
+    (and window used (>= used (* lispm-agent-compact-at window)))))
+
+(defun lispm-agent--compact (agent &optional then)
+  "Compact the history of AGENT; then call THEN with nil or an error."
+  (let* ((buffer (lispm-own-agent-buffer agent))
+         (source (lispm-session-compaction-source buffer))
+         (pieces nil)
+         (finish (lambda (error-text)
+                   ;; The newest usage measured the history before this:
+                   ;; forget it, or the next turn would compact again.
+                   (when-let* ((last (cdr (car (lispm-own-agent-turns agent)))))
+                     (setf (lispm-turn-usage last) nil))
+                   (setf (lispm-own-agent-compacting agent) nil)
+                   (lispm-agent--set-activity agent 'idle)
+                   (when error-text
+                     (message "LispM: compaction of %s failed: %s"
+                              (lispm-actor-name agent) error-text))
+                   (when then (funcall then error-text))
+                   (run-at-time 0 nil #'lispm-agent--next agent))))
+    (if (< (or (plist-get source :upto) 0) 1)
+        (funcall finish "there are no older turns to summarise")
+      (setf (lispm-own-agent-compacting agent) t)
+      (lispm-agent--set-activity agent 'thinking)
+      (lispm-model-stream
+       (lispm-own-agent-model agent)
+       (list :system lispm-agent-compact-prompt
+             :messages (list (list :role "user"
+                                   :content (concat "Conversation to summarise:\n\n"
+                                                    (plist-get source :text)))))
+       (lambda (event)
+         (pcase (plist-get event :type)
+           ("text" (push (plist-get event :text) pieces))
+           ("error" (funcall finish (plist-get event :message)))
+           ("done"
+            (funcall finish
+                     (condition-case err
+                         (progn (lispm-session-compact
+                                 buffer (apply #'concat (nreverse pieces))
+                                 (plist-get source :upto))
+                                nil)
+                       (lispm-error (lispm-error-message err)))))))))))
+
+(defun lispm-agent-compact (agent)
+  "Compact the session of AGENT, up to its last turn.
+The summary is a heading you can read and edit; the old turns stay in
+the file, archived, and in git."
+  (interactive (list (lispm-agent--current)))
+  (when (lispm-agent--busy-p agent)
+    (user-error "%s is busy; compact once the turn is over" (lispm-actor-name agent)))
+  (lispm-agent--compact agent (lambda (error-text)
+                                (unless error-text
+                                  (message "LispM: %s's older turns are summarised"
+                                           (lispm-actor-name agent))))))
+
+(provide 'lispm-own-agent)
+;;; lispm-own-agent.el ends here

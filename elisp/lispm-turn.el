@@ -1,0 +1,626 @@
+;;; lispm-turn.el --- One turn of LispM's own agent: the loop, its state and its restarts  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The LispM authors
+
+;; Author: The LispM authors
+;; Keywords: tools, processes
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; A turn starts with the user's words and ends when the model answers
+;; without asking for tools.  The loop is a recursion over the message
+;; list, as in the agent in a hundred lines of Lisp: send the messages;
+;; the model answers, or asks for tools; run the tools (every call
+;; through `lispm-calls-invoke', the one pipeline, under the user's
+;; policy); append the answer and the results; recurse.  Everything
+;; is asynchronous, so Emacs never waits: each step goes on from a
+;; callback (the model's stream, a tool's result, the user's decision).
+;;
+;; The turn's state is a `lispm-turn', explicit and inspectable; its
+;; `state' moves along `lispm-turn-transitions':
+;;
+;;   request   a model request is under way, nothing heard yet
+;;   stream    the model's answer streams in
+;;   tools     the tools it asked for run, one after the other
+;;   stopped   the turn stopped at a condition, waiting for a restart
+;;   done      the model answered; the turn is over
+;;   aborted   the user ended it, keeping what was done
+;;
+;; A call the user denies is that call's result, with the reason, and
+;; the turn goes on; so are the model's own mistakes (an unknown tool,
+;; arguments that are not JSON, a path outside the folder).  What the
+;; model cannot fix stops the turn at a condition with restarts, as in
+;; SLIME's debugger (`lispm-turn-restart', the numbers of
+;; `lispm-turn-restarts'): an HTTP error or a time-out, a stream cut
+;; short, an empty reply, an error inside a tool, the step limit, the
+;; same call failing again and again, an interrupt.
+;;
+;; Every change the turn's calls made is kept (`lispm-turn-changes'),
+;; newest first, so that `lispm-turn-revert' can take the turn back.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'lispm-base)
+(require 'lispm-model)
+(require 'lispm-tools)
+(require 'lispm-calls)
+(require 'lispm-edit)
+(require 'lispm-session)
+
+;;; Options
+
+(defgroup lispm-turn nil
+  "How LispM's own agent runs a turn."
+  :group 'lispm
+  :prefix "lispm-turn-")
+
+(defcustom lispm-turn-step-limit 30
+  "How many model requests one turn may make before it stops to ask."
+  :type 'natnum)
+
+(defcustom lispm-turn-repeat-limit 3
+  "How often the same call may fail in one turn before the turn stops."
+  :type 'natnum)
+
+;;; Conditions
+
+(lispm-define-error 'lispm-turn-failed "The turn failed" 'lispm-error -32080)
+(lispm-define-error 'lispm-model-http-error "The model's API answered with an error"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-model-stream-cut "The model's answer was cut short"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-model-timeout "The model did not answer in time"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-model-malformed-reply "The model's reply is malformed"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-model-unavailable "The model cannot be asked"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-tool-failed "A tool failed" 'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-step-limit "The turn reached its step limit"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-repeated-failure "The same call keeps failing"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-interrupted "The user interrupted the turn"
+                    'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-no-restart "No such restart here" 'lispm-error -32079)
+
+(defconst lispm-turn-restarts
+  '((retry . "Send the request again (or run the failing call again)")
+    (other-model . "Send the request again to another of `lispm-models'")
+    (skip-tool . "Give the error to the model as the tool's result")
+    (edit-args . "Edit the failing call's arguments and run it")
+    (abort . "End the turn, keeping what was done"))
+  "Every restart, in the order of its number: 0 is `retry', 4 `abort'.")
+
+(defconst lispm-turn--condition-restarts
+  '((lispm-model-http-error retry other-model abort)
+    (lispm-model-unavailable retry other-model abort)
+    (lispm-model-stream-cut retry other-model abort)
+    (lispm-model-timeout retry other-model abort)
+    (lispm-model-malformed-reply retry other-model abort)
+    (lispm-turn-tool-failed retry skip-tool edit-args abort)
+    (lispm-turn-step-limit retry abort)
+    (lispm-turn-repeated-failure retry skip-tool edit-args abort)
+    (lispm-turn-interrupted retry other-model abort))
+  "The restarts each condition offers.")
+
+;;; The turn
+
+(cl-defstruct (lispm-turn (:constructor lispm-turn--make) (:copier nil))
+  "One turn of LispM's own agent, from the user's words to the answer."
+  (actor nil :documentation "Who acts: a `lispm-actor', for the policy.")
+  (buffer nil :documentation "The session's buffer, where the turn shows.")
+  (number nil :documentation "The turn's number in its session.")
+  (model nil :documentation "The name of the model in `lispm-models' it asks.")
+  (system nil :documentation "Function of no arguments returning the system prompt.")
+  (messages nil :documentation "The neutral messages the next request sends.")
+  (state 'request :documentation "Where it is: see `lispm-turn-transitions'.")
+  (steps 0 :documentation "How many model requests it has made.")
+  (stream nil :documentation "The id of its model stream under way.")
+  (reply nil :documentation "The session's stream object of the model's text.")
+  (text nil :documentation "The current answer's text pieces, newest first.")
+  (calls nil :documentation "The current answer's tool calls, in order.")
+  (outcomes nil :documentation "Alist of call id to outcome plist.")
+  (changes nil :documentation "Every `lispm-change' its calls made, newest first.")
+  (failures (make-hash-table :test #'equal)
+            :documentation "How often each (NAME . ARGUMENTS) failed.")
+  (failing nil :documentation "The call whose failure stopped the turn.")
+  (condition nil :documentation "When stopped: the condition, (SYMBOL . DATA).")
+  (interrupted nil :documentation "Non-nil once the user asked it to stop.")
+  (usage nil :documentation "The newest usage the model reported, a plist.")
+  (trace nil :documentation "What happened, newest first: (TIME WHAT DETAIL).")
+  (on-state nil :documentation "Called with the turn whenever its state changes.")
+  (on-end nil :documentation "Called with the turn once it is done or aborted."))
+
+(defconst lispm-turn-transitions
+  '((request stream stopped request)
+    (stream tools done stopped)
+    (tools tools request stopped)
+    (stopped request tools done aborted)
+    (done)
+    (aborted))
+  "Each state of a turn, and the states it may move to.")
+
+(defvar lispm-turn-stopped-functions nil
+  "Abnormal hook run with a turn that stopped at a condition.")
+
+(defun lispm-turn--trace (turn what &optional detail)
+  "Record in TURN's trace WHAT happened, a symbol, with DETAIL."
+  (push (list (float-time) what detail) (lispm-turn-trace turn)))
+
+(defun lispm-turn--enter (turn state)
+  "Move TURN to STATE, which `lispm-turn-transitions' must allow."
+  (let ((from (lispm-turn-state turn)))
+    (unless (memq state (cdr (assq from lispm-turn-transitions)))
+      (error "A turn cannot go from %s to %s" from state))
+    (setf (lispm-turn-state turn) state)
+    (lispm-turn--trace turn 'state state)
+    (when (lispm-turn-on-state turn)
+      (funcall (lispm-turn-on-state turn) turn))))
+
+(defun lispm-turn-live-p (turn)
+  "Return non-nil if TURN is neither done nor aborted."
+  (not (memq (lispm-turn-state turn) '(done aborted))))
+
+(defun lispm-turn-activity (turn)
+  "Return the activity of TURN, for the agent list."
+  (pcase (lispm-turn-state turn)
+    ((or 'request 'stream) 'thinking)
+    ('tools (if (cl-some (lambda (call) (eq (plist-get call :waiting) 'approval))
+                         (lispm-turn-calls turn))
+                'waiting-for-approval
+              'running-tool))
+    ('stopped 'stopped)
+    (_ 'idle)))
+
+(defun lispm-turn--buffer-live-p (turn)
+  "Return non-nil if TURN's session buffer is still there."
+  (buffer-live-p (lispm-turn-buffer turn)))
+
+;;; Asking the model
+
+(defun lispm-turn-tools ()
+  "Return the tools offered to the model: LispM's registry, for the request."
+  (mapcar (lambda (tool)
+            (list :name (lispm-tool-name tool)
+                  :description (lispm-tool-description tool)
+                  :parameters (lispm-tool-schema tool)))
+          lispm-tools))
+
+(cl-defun lispm-turn-start (actor buffer number model messages &key system on-state on-end)
+  "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
+MODEL is a name in `lispm-models'; MESSAGES the conversation so far,
+the user's new words last.  SYSTEM is a function returning the system
+prompt; ON-STATE and ON-END are called with the turn as its state
+changes and when it is over."
+  (let ((turn (lispm-turn--make :actor actor :buffer buffer :number number
+                                :model model :messages messages :system system
+                                :on-state on-state :on-end on-end)))
+    (lispm-turn--trace turn 'start number)
+    (lispm-turn--request turn)
+    turn))
+
+(defun lispm-turn--request (turn)
+  "Send the messages of TURN to its model, or stop at the step limit."
+  (cond
+   ((lispm-turn-interrupted turn)
+    (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted before the next request"))
+   ((>= (lispm-turn-steps turn) lispm-turn-step-limit)
+    (lispm-turn--stop turn 'lispm-turn-step-limit
+                      (format "%d model requests in this turn, the limit"
+                              (lispm-turn-steps turn))))
+   (t
+    (cl-incf (lispm-turn-steps turn))
+    (unless (eq (lispm-turn-state turn) 'request)
+      (lispm-turn--enter turn 'request))
+    (setf (lispm-turn-text turn) nil
+          (lispm-turn-calls turn) nil
+          (lispm-turn-outcomes turn) nil
+          (lispm-turn-reply turn) nil)
+    (condition-case err
+        (setf (lispm-turn-stream turn)
+              (lispm-model-stream
+               (lispm-turn-model turn)
+               (list :system (if (lispm-turn-system turn)
+                                 (funcall (lispm-turn-system turn))
+                               "")
+                     :messages (lispm-turn-messages turn)
+                     :tools (lispm-turn-tools))
+               (lambda (event) (lispm-turn--event turn event))))
+      ;; No model, no key, no sidecar: each stops here, with restarts.
+      (error
+       (lispm-turn--stop turn 'lispm-model-unavailable (lispm-error-message err)))))))
+
+(defun lispm-turn--reply (turn)
+  "Return TURN's stream object for the model's text, beginning it if needed."
+  (or (lispm-turn-reply turn)
+      (setf (lispm-turn-reply turn)
+            (lispm-session-begin-reply (lispm-turn-buffer turn)))))
+
+(defun lispm-turn--end-reply (turn)
+  "End the model's text of TURN's current answer, if it began."
+  (when (lispm-turn-reply turn)
+    (lispm-session-end-reply (lispm-turn-reply turn))))
+
+(defun lispm-turn--event (turn event)
+  "Take EVENT of TURN's model stream."
+  (if (not (lispm-turn--buffer-live-p turn))
+      (lispm-turn-cancel turn)
+    (pcase (plist-get event :type)
+      ("text"
+       (when (eq (lispm-turn-state turn) 'request)
+         (lispm-turn--enter turn 'stream))
+       (let ((text (plist-get event :text)))
+         (push text (lispm-turn-text turn))
+         (lispm-session-stream-text (lispm-turn--reply turn) text)))
+      ("tool_call"
+       (when (eq (lispm-turn-state turn) 'request)
+         (lispm-turn--enter turn 'stream))
+       (setf (lispm-turn-calls turn)
+             (append (lispm-turn-calls turn)
+                     (list (list :id (plist-get event :id)
+                                 :name (plist-get event :name)
+                                 :arguments (or (plist-get event :arguments) ""))))))
+      ("usage" (setf (lispm-turn-usage turn) event))
+      ("done" (setf (lispm-turn-stream turn) nil) (lispm-turn--answered turn event))
+      ("error" (setf (lispm-turn-stream turn) nil) (lispm-turn--stream-failed turn event)))))
+
+(defun lispm-turn--stream-failed (turn event)
+  "Stop TURN at the condition EVENT, an error event of its stream, names."
+  (lispm-turn--end-reply turn)
+  (lispm-turn--trace turn 'model-error event)
+  (let* ((status (plist-get event :status))
+         (kind (plist-get event :kind))
+         (message (or (plist-get event :message) "the model failed")))
+    (lispm-turn--stop
+     turn
+     (cond (status 'lispm-model-http-error)
+           ((equal kind "link") 'lispm-model-unavailable)
+           ((or (equal kind "timeout") (string-match-p "timeout" message))
+            'lispm-model-timeout)
+           ((string-match-p "malformed" message) 'lispm-model-malformed-reply)
+           ((lispm-turn-interrupted turn) 'lispm-turn-interrupted)
+           (t 'lispm-model-stream-cut))
+     (if status
+         (format "HTTP %s: %s%s" status message
+                 (if (plist-get event :body)
+                     (concat "\n" (plist-get event :body)) ""))
+       message)
+     event)))
+
+(defun lispm-turn--answer-message (turn)
+  "Return the assistant message of TURN's current answer."
+  (let ((text (apply #'concat (reverse (lispm-turn-text turn))))
+        (calls (mapcar (lambda (call)
+                         (list :id (plist-get call :id) :name (plist-get call :name)
+                               :arguments (plist-get call :arguments)))
+                       (lispm-turn-calls turn))))
+    (append (list :role "assistant" :content text)
+            (and calls (list :tool_calls calls)))))
+
+(defun lispm-turn--answered (turn event)
+  "Go on from TURN's model answer, which ended with EVENT."
+  (lispm-turn--end-reply turn)
+  (lispm-turn--trace turn 'answer (plist-get event :stop_reason))
+  (let ((message (lispm-turn--answer-message turn)))
+    (cond
+     ((and (string-empty-p (plist-get message :content))
+           (null (lispm-turn-calls turn)))
+      (lispm-turn--stop turn 'lispm-model-malformed-reply "The model's reply was empty"
+                        event))
+     (t
+      (setf (lispm-turn-messages turn)
+            (append (lispm-turn-messages turn) (list message)))
+      (if (lispm-turn-calls turn)
+          (progn (lispm-turn--enter turn 'tools)
+                 (dolist (call (lispm-turn-calls turn))
+                   (lispm-session-insert-call (lispm-turn-buffer turn) call))
+                 (lispm-turn--run-next turn))
+        (lispm-turn--finish turn 'done))))))
+
+;;; Running the tools
+
+(defun lispm-turn--condition-symbol (outcome)
+  "Return the condition symbol of a failed OUTCOME, or nil."
+  (let ((condition (plist-get outcome :condition)))
+    (cond ((consp condition) (car condition))
+          ((stringp condition) (intern condition))
+          ((symbolp condition) condition))))
+
+(defun lispm-turn--for-the-model-p (outcome)
+  "Return non-nil if the failed OUTCOME is for the model, as a result.
+A refusal, and the model's own mistakes: an unknown tool, bad
+arguments, a path outside the folder."
+  (let ((symbol (lispm-turn--condition-symbol outcome)))
+    (and symbol
+         (cl-intersection (get symbol 'error-conditions)
+                          '(lispm-policy-denied lispm-tool-unknown lispm-tool-bad-args
+                                                lispm-tool-outside-folder)))))
+
+(defun lispm-turn--refused-p (outcome)
+  "Return non-nil if OUTCOME is a refusal."
+  (memq 'lispm-policy-denied
+        (get (lispm-turn--condition-symbol outcome) 'error-conditions)))
+
+(defun lispm-turn--result-text (outcome)
+  "Return the text of OUTCOME, as the model gets it."
+  (cond ((plist-get outcome :ok) (or (plist-get outcome :text) ""))
+        ((lispm-turn--refused-p outcome)
+         (format "Refused: %s.  Do not repeat this call unchanged."
+                 (plist-get outcome :error)))
+        (t (format "Error: %s" (plist-get outcome :error)))))
+
+(defun lispm-turn--next-call (turn)
+  "Return the first call of TURN without an outcome, or nil."
+  (cl-find-if (lambda (call) (not (assoc (plist-get call :id) (lispm-turn-outcomes turn))))
+              (lispm-turn-calls turn)))
+
+(defun lispm-turn--run-next (turn)
+  "Run TURN's next call without an outcome; once none is left, go on."
+  (let ((call (lispm-turn--next-call turn)))
+    (cond
+     ((not (lispm-turn--buffer-live-p turn)) nil)
+     ((null call) (lispm-turn--tools-done turn))
+     ((lispm-turn-interrupted turn)
+      (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted between tool calls"))
+     (t (lispm-turn--invoke turn call)))))
+
+(defun lispm-turn--invoke (turn call)
+  "Run CALL of TURN through the pipeline, then the next call."
+  (let ((id (plist-get call :id))
+        (buffer (lispm-turn-buffer turn)))
+    (lispm-turn--trace turn 'call call)
+    (lispm-calls-invoke
+     (lispm-turn-actor turn) (plist-get call :name) (plist-get call :arguments)
+     (lambda (outcome)
+       (lispm-turn--called turn call outcome))
+     :on-ask (lambda (approval)
+               (plist-put call :waiting 'approval)
+               (when (buffer-live-p buffer)
+                 (lispm-session-insert-approval
+                  buffer id (or (lispm-approval-title approval)
+                                (format "%s %s" (lispm-approval-kind approval)
+                                        (plist-get call :name)))))
+               (when (lispm-turn-on-state turn)
+                 (funcall (lispm-turn-on-state turn) turn))))))
+
+(defun lispm-turn--called (turn call outcome)
+  "Record OUTCOME of TURN's CALL, show it, and run the next call."
+  (let* ((id (plist-get call :id))
+         (buffer (lispm-turn-buffer turn))
+         (outcome (if (plist-get outcome :ok)
+                      outcome
+                    (plist-put (copy-sequence outcome) :error
+                               (or (plist-get outcome :error) "failed")))))
+    (lispm-turn--trace turn 'result (list id outcome))
+    (setf (lispm-turn-changes turn)
+          (append (reverse (plist-get outcome :changes)) (lispm-turn-changes turn)))
+    (when (eq (plist-get call :waiting) 'approval)
+      (plist-put call :waiting nil)
+      (when (buffer-live-p buffer)
+        (lispm-session-decide-approval
+         buffer id (if (lispm-turn--refused-p outcome) 'cancelled 'done)
+         (and (lispm-turn--refused-p outcome) (plist-get outcome :error)))))
+    (unless (plist-get outcome :ok)
+      (cl-incf (gethash (cons (plist-get call :name) (plist-get call :arguments))
+                        (lispm-turn-failures turn) 0)))
+    (setf (alist-get id (lispm-turn-outcomes turn) nil nil #'equal) outcome)
+    (when (or (plist-get outcome :ok) (lispm-turn--for-the-model-p outcome))
+      (lispm-turn--report turn call outcome))
+    (when (lispm-turn-on-state turn)
+      (funcall (lispm-turn-on-state turn) turn))
+    ;; Go on from a timer: a synchronous tool calls back before
+    ;; `lispm-calls-invoke' returns, and forty calls must not nest.
+    (run-at-time 0 nil #'lispm-turn--run-next turn)))
+
+(defun lispm-turn--report (turn call outcome)
+  "Show OUTCOME of TURN's CALL in the session, unless it was shown."
+  (unless (plist-get call :reported)
+    (plist-put call :reported t)
+    (when (lispm-turn--buffer-live-p turn)
+      (lispm-session-insert-result (lispm-turn-buffer turn) (plist-get call :id)
+                                   (if outcome (lispm-turn--capped outcome)
+                                     "Not run: the user ended the turn.")
+                                   (not (plist-get outcome :ok))))))
+
+(defun lispm-turn--capped (outcome)
+  "Return the result text of OUTCOME, cut at the source for model and buffer."
+  (lispm-session-cap-result (lispm-turn--result-text outcome)))
+
+(defun lispm-turn--repeated (turn)
+  "Return the first call of TURN that failed too often, or nil."
+  (cl-find-if (lambda (call)
+                (>= (gethash (cons (plist-get call :name) (plist-get call :arguments))
+                             (lispm-turn-failures turn) 0)
+                    lispm-turn-repeat-limit))
+              (lispm-turn-calls turn)))
+
+(defun lispm-turn--tools-done (turn)
+  "Go on when each call of TURN has an outcome: stop, or ask the model."
+  (let* ((outcomes (lispm-turn-outcomes turn))
+         (failing (cl-find-if
+                   (lambda (call)
+                     (let ((outcome (cdr (assoc (plist-get call :id) outcomes))))
+                       (and (not (plist-get outcome :ok))
+                            (not (plist-get outcome :skipped))
+                            (not (lispm-turn--for-the-model-p outcome)))))
+                   (lispm-turn-calls turn)))
+         (repeated (and (not failing) (lispm-turn--repeated turn))))
+    (cond
+     (failing
+      (setf (lispm-turn-failing turn) failing)
+      (lispm-turn--stop turn 'lispm-turn-tool-failed
+                        (format "%s failed: %s" (plist-get failing :name)
+                                (plist-get (cdr (assoc (plist-get failing :id) outcomes))
+                                           :error))
+                        (cdr (assoc (plist-get failing :id) outcomes))))
+     (repeated
+      (setf (lispm-turn-failing turn) repeated)
+      (lispm-turn--stop turn 'lispm-turn-repeated-failure
+                        (format "%s failed %d times with the same arguments"
+                                (plist-get repeated :name) lispm-turn-repeat-limit)))
+     (t
+      (dolist (call (lispm-turn-calls turn))
+        (lispm-turn--report turn call (cdr (assoc (plist-get call :id) outcomes))))
+      (setf (lispm-turn-messages turn)
+            (append (lispm-turn-messages turn)
+                    (mapcar (lambda (call)
+                              (list :role "tool" :tool_call_id (plist-get call :id)
+                                    :name (plist-get call :name)
+                                    :content (lispm-turn--capped
+                                              (cdr (assoc (plist-get call :id) outcomes)))))
+                            (lispm-turn-calls turn))))
+      (lispm-turn--enter turn 'request)
+      (lispm-turn--request turn)))))
+
+;;; Stopping, and restarts
+
+(defun lispm-turn--stop (turn type message &optional data)
+  "Stop TURN at the condition TYPE with MESSAGE and DATA; run the hook."
+  (setf (lispm-turn-condition turn) (list type message data))
+  (lispm-turn--enter turn 'stopped)
+  (lispm-turn--trace turn 'condition (list type message))
+  (when (lispm-turn--buffer-live-p turn)
+    (lispm-session-insert-note (lispm-turn-buffer turn)
+                               (format "Stopped at %s: %s" type
+                                       (car (split-string message "\n")))))
+  (run-hook-with-args 'lispm-turn-stopped-functions turn))
+
+(defun lispm-turn-available-restarts (turn)
+  "Return the restarts of TURN, stopped at a condition, in order."
+  (let ((type (car (lispm-turn-condition turn))))
+    (and (eq (lispm-turn-state turn) 'stopped)
+         (cdr (assq type lispm-turn--condition-restarts)))))
+
+(defun lispm-turn-restart-number (name)
+  "Return the number of the restart NAME."
+  (cl-position name (mapcar #'car lispm-turn-restarts)))
+
+(defun lispm-turn-restart (turn restart &optional argument)
+  "Continue TURN, stopped at a condition, by RESTART: a name or a number.
+For `other-model', ARGUMENT is the model's name; for `edit-args', the
+new arguments, a JSON object's text."
+  (let* ((name (if (integerp restart) (car (nth restart lispm-turn-restarts)) restart)))
+    (unless (memq name (lispm-turn-available-restarts turn))
+      (lispm-signal 'lispm-turn-no-restart (list restart)
+                    "No restart %s here; the restarts are: %s" restart
+                    (mapconcat #'symbol-name (lispm-turn-available-restarts turn) ", ")))
+    (let ((type (car (lispm-turn-condition turn))))
+      (lispm-turn--trace turn 'restart (list name argument))
+      (when (lispm-turn--buffer-live-p turn)
+        (lispm-session-insert-note (lispm-turn-buffer turn)
+                                   (format "Restart %s chosen%s" (upcase (symbol-name name))
+                                           (if (eq name 'other-model)
+                                               (format " (%s)" argument) ""))))
+      (setf (lispm-turn-condition turn) nil
+            (lispm-turn-interrupted turn) nil)
+      (pcase name
+        ('abort (lispm-turn--abort turn))
+        ('other-model
+         (lispm-model-get argument)
+         (setf (lispm-turn-model turn) argument)
+         (lispm-turn--retry-request turn))
+        ('retry
+         (pcase type
+           ('lispm-turn-step-limit (setf (lispm-turn-steps turn) 0)
+                                   (lispm-turn--enter turn 'request)
+                                   (lispm-turn--request turn))
+           ((or 'lispm-turn-tool-failed 'lispm-turn-repeated-failure)
+            (clrhash (lispm-turn-failures turn))
+            (lispm-turn--rerun turn (lispm-turn-failing turn)))
+           (_ (lispm-turn--retry-request turn))))
+        ('skip-tool
+         (let* ((call (lispm-turn-failing turn))
+                (outcome (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn)))))
+           (clrhash (lispm-turn-failures turn))
+           (plist-put outcome :skipped t)
+           (lispm-turn--enter turn 'tools)
+           (lispm-turn--tools-done turn)))
+        ('edit-args
+         (let ((call (lispm-turn-failing turn)))
+           (plist-put call :arguments argument)
+           (lispm-turn--set-call-arguments turn call)
+           (clrhash (lispm-turn-failures turn))
+           (lispm-turn--rerun turn call)))))))
+
+(defun lispm-turn--retry-request (turn)
+  "Send TURN's last request again, its failed answer forgotten."
+  (cl-decf (lispm-turn-steps turn))
+  (lispm-turn--enter turn 'request)
+  (lispm-turn--request turn))
+
+(defun lispm-turn--rerun (turn call)
+  "Run TURN's CALL again, then go on."
+  (setf (lispm-turn-outcomes turn)
+        (cl-remove (plist-get call :id) (lispm-turn-outcomes turn) :key #'car :test #'equal))
+  (lispm-turn--enter turn 'tools)
+  (lispm-turn--run-next turn))
+
+(defun lispm-turn--set-call-arguments (turn call)
+  "Make the last assistant message of TURN show CALL's new arguments."
+  (let ((message (car (last (lispm-turn-messages turn)))))
+    (dolist (sent (plist-get message :tool_calls))
+      (when (equal (plist-get sent :id) (plist-get call :id))
+        (plist-put sent :arguments (plist-get call :arguments))))))
+
+(defun lispm-turn--abort (turn)
+  "End TURN, keeping what was done; give each call not run a note."
+  (let ((outcomes (lispm-turn-outcomes turn))
+        (message (car (last (lispm-turn-messages turn)))))
+    (when (and (equal (plist-get message :role) "assistant") (lispm-turn-calls turn))
+      (setf (lispm-turn-messages turn)
+            (append (lispm-turn-messages turn)
+                    (mapcar (lambda (call)
+                              (let ((outcome (cdr (assoc (plist-get call :id) outcomes))))
+                                (lispm-turn--report turn call outcome)
+                                (list :role "tool" :tool_call_id (plist-get call :id)
+                                      :name (plist-get call :name)
+                                      :content (if outcome (lispm-turn--capped outcome)
+                                                 "Not run: the user ended the turn."))))
+                            (lispm-turn-calls turn))))))
+  (lispm-turn--finish turn 'aborted))
+
+(defun lispm-turn--finish (turn state)
+  "End TURN in STATE, `done' or `aborted': save and commit its session."
+  (lispm-turn--enter turn state)
+  (when (lispm-turn--buffer-live-p turn)
+    (lispm-session-end-turn (lispm-turn-buffer turn)))
+  (when (lispm-turn-on-end turn)
+    (funcall (lispm-turn-on-end turn) turn)))
+
+(defun lispm-turn-interrupt (turn)
+  "Interrupt TURN: cancel its model stream, or stop after the running tool."
+  (when (lispm-turn-live-p turn)
+    (setf (lispm-turn-interrupted turn) t)
+    (when (lispm-turn-stream turn)
+      (lispm-model-cancel (lispm-turn-stream turn))
+      (setf (lispm-turn-stream turn) nil)
+      (lispm-turn--end-reply turn)
+      (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted while the model answered"))))
+
+(defun lispm-turn-cancel (turn)
+  "Cancel TURN's model stream quietly: its buffer is gone."
+  (when (lispm-turn-stream turn)
+    (lispm-model-cancel (lispm-turn-stream turn))
+    (setf (lispm-turn-stream turn) nil)))
+
+;;; Revert
+
+(defun lispm-turn-revert (turn)
+  "Take back every change TURN made; return how many files were restored.
+Signal `lispm-revert-conflict', changing nothing, if the user changed
+text the turn wrote."
+  (prog1 (lispm-edit-revert (lispm-turn-changes turn))
+    (lispm-turn--trace turn 'reverted nil)
+    (setf (lispm-turn-changes turn) nil)))
+
+(provide 'lispm-turn)
+;;; lispm-turn.el ends here

@@ -1,0 +1,406 @@
+;;; lispm-e2e-own-agent.el --- LispM's own agent, end to end  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Run by tests/e2e/test_own_agent.py inside a loopback-only network
+;; namespace, with the scripted gateway as the model (see the script
+;; there).  A real batch Emacs runs LispM's own agent with the real
+;; sidecar: reads that see unsaved text, edits that are one undo step
+;; each, a turn reverted, a denial that is a result, failures that stop
+;; at a condition with restarts, sessions committed to git and resumed
+;; by a second Emacs, compaction, and a buffer killed mid-stream.
+
+;;; Code:
+
+(require 'lispm-e2e)
+(require 'lispm-own-agent)
+
+(defun lispm-e2e-own--models ()
+  "Return `lispm-models' for the run's gateway: a main and a backup model."
+  (let ((gateway (getenv "LISPM_E2E_GATEWAY")))
+    `(("scripted" :api anthropic :base-url ,gateway :model "scripted-main"
+       :key (:env "LISPM_E2E_KEY"))
+      ("backup" :api chat :base-url ,(concat gateway "/v1") :model "scripted-backup"))))
+
+(defconst lispm-e2e-own--trusting
+  '((default (read allow) (introspect allow) (message allow)
+             (edit allow) (shell allow) (eval allow)))
+  "A policy that lets the agent do everything at once.")
+
+(defconst lispm-e2e-own--asking
+  '((default (read allow) (introspect allow) (message allow)
+             (edit ask) (shell ask) (eval ask)))
+  "A policy that asks before every change.")
+
+(defun lispm-e2e-own-reset (project)
+  "Put PROJECT's files back as committed, with no buffer visiting them."
+  (let ((folder (lispm-e2e-project project)))
+    (dolist (buffer (buffer-list))
+      (when (and (buffer-file-name buffer)
+                 (file-in-directory-p (buffer-file-name buffer) folder))
+        (with-current-buffer buffer (set-buffer-modified-p nil))
+        (kill-buffer buffer)))
+    (let ((default-directory folder))
+      (call-process "git" nil nil nil "checkout" "-q" "--" ".")
+      (call-process "git" nil nil nil "clean" "-fdq"))))
+
+(defmacro lispm-e2e-own-with (spec &rest body)
+  "Run BODY with an own agent: SPEC is (AGENT PROJECT POLICY).
+PROJECT names a project folder of the run; POLICY is `lispm-policy-roles'."
+  (declare (indent 1))
+  (let ((agent (nth 0 spec)) (project (nth 1 spec)) (policy (nth 2 spec)))
+    `(let* ((_ (lispm-e2e-own-reset ,project))
+            (lispm-models (lispm-e2e-own--models))
+            (lispm-policy-roles ,policy)
+            (lispm-sessions-directory (lispm-e2e-dir "sessions/"))
+            (process-environment (cons "LISPM_E2E_KEY=not-a-real-key" process-environment))
+            (,agent (lispm-agent (lispm-e2e-project ,project))))
+       (lispm-e2e-begin)
+       (unwind-protect (progn ,@body)
+         (when (buffer-live-p (lispm-own-agent-buffer ,agent))
+           (let ((kill-buffer-query-functions nil))
+             (kill-buffer (lispm-own-agent-buffer ,agent))))))))
+
+(defun lispm-e2e-own-send (agent text)
+  "Give AGENT TEXT and wait until its turn is over (or stopped)."
+  (lispm-agent-send agent text)
+  (lispm-e2e-own-settle agent))
+
+(defun lispm-e2e-own-settle (agent)
+  "Wait until AGENT is idle, or stopped at a condition; return its turn."
+  (let ((turn (cdr (car (lispm-own-agent-turns agent)))))
+    (lispm-e2e-wait (lambda () (or (not (lispm-turn-live-p turn))
+                                   (eq (lispm-turn-state turn) 'stopped)))
+                    60 (format "the turn of %s to end" (lispm-actor-name agent)))
+    turn))
+
+(defun lispm-e2e-own-requests (prompt-part)
+  "Return the main requests of any API whose prompt contains PROMPT-PART."
+  (cl-loop for request in (lispm-e2e-requests)
+           when (and (equal (plist-get request :kind) "main")
+                     (string-search prompt-part (or (plist-get request :prompt) "")))
+           collect request))
+
+(defun lispm-e2e-own-body (request)
+  "Return the body the gateway logged for REQUEST, as text."
+  (with-temp-buffer
+    (insert-file-contents (plist-get request :body_file))
+    (buffer-string)))
+
+(defun lispm-e2e-own-file (project name)
+  "Return the file NAME of PROJECT."
+  (expand-file-name name (lispm-e2e-project project)))
+
+(defun lispm-e2e-own-approve (&optional deny reason)
+  "Wait for an approval and allow it (or DENY it with REASON)."
+  (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "an approval")
+  (let ((approval (car (lispm-approvals-pending))))
+    (if deny
+        (lispm-approvals-deny approval reason)
+      (lispm-approvals-allow approval))))
+
+;;; 1, 2: reads see unsaved text; each edit is one undo step
+
+(ert-deftest lispm-e2e-own-reads-unsaved-text ()
+  "The agent's read_file returns the buffer, unsaved changes included."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (with-current-buffer (find-file-noselect (lispm-e2e-own-file "project" "notes.el"))
+      (goto-char (point-min))
+      (insert ";; UNSAVED-MARK\n"))
+    (lispm-e2e-own-send agent "Read notes.el please")
+    (should (string-search "UNSAVED-MARK"
+                           (car (lispm-e2e-tool-results "anthropic" "Read notes.el"
+                                                        "read_file"))))))
+
+(ert-deftest lispm-e2e-own-two-edits-are-two-undo-steps ()
+  "Two edits in one turn, the user typing in between: one undo, one edit."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+    (let ((buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))))
+      (lispm-agent-send agent "Make two edits to todo.txt")
+      (lispm-e2e-own-approve)
+      (lispm-e2e-wait (lambda () (with-current-buffer buffer
+                                   (string-search "FIRST" (buffer-string))))
+                      30 "the first edit")
+      ;; The user types, as a command would.
+      (with-current-buffer buffer
+        (undo-boundary)
+        (goto-char (point-max))
+        (insert "typed by the user\n")
+        (undo-boundary))
+      (lispm-e2e-own-approve)
+      (lispm-e2e-own-settle agent)
+      (with-current-buffer buffer
+        (should (string-search "SECOND" (buffer-string)))
+        (let ((last-command nil)) (undo))
+        (should-not (string-search "SECOND" (buffer-string)))
+        (should (string-search "FIRST" (buffer-string)))
+        (should (string-search "typed by the user" (buffer-string))))
+      ;; The request after the second edit holds both results.
+      (let ((last (car (last (lispm-e2e-own-requests "Make two edits")))))
+        (should (= 2 (length (plist-get last :tool_results))))))))
+
+;;; 3: revert a whole turn
+
+(ert-deftest lispm-e2e-own-revert-a-turn ()
+  "A turn edits two files and creates a third; reverting restores them all.
+The user's later edit elsewhere survives; an edit of the agent's text
+is a conflict, and nothing changes."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let* ((todo (lispm-e2e-own-file "project" "todo.txt"))
+           (notes (lispm-e2e-own-file "project" "notes.el"))
+           (created (lispm-e2e-own-file "project" "new-file.txt"))
+           (todo-before (with-temp-buffer (insert-file-contents todo) (buffer-string)))
+           (notes-before (with-temp-buffer (insert-file-contents notes) (buffer-string))))
+      (should (eq 'done (lispm-turn-state
+                         (lispm-e2e-own-send agent "Change two files and make one"))))
+      (should (file-exists-p created))
+      (with-current-buffer (find-file-noselect notes)
+        (goto-char (point-max))
+        (insert ";; the user's own line\n"))
+      (lispm-agent-revert-turn agent (car (car (lispm-own-agent-turns agent))))
+      (should-not (file-exists-p created))
+      (should (equal (with-current-buffer (find-file-noselect todo) (buffer-string))
+                     todo-before))
+      (with-current-buffer (find-file-noselect notes)
+        (should (equal (buffer-string) (concat notes-before ";; the user's own line\n")))))
+    ;; The user edits the text the agent wrote: a conflict.
+    (should (eq 'done (lispm-turn-state
+                       (lispm-e2e-own-send agent "Change two files and make one"))))
+    (let ((todo (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))))
+      (with-current-buffer todo
+        (goto-char (point-min))
+        (should (search-forward "AGENT-LINE" nil t))
+        (replace-match "USER-CHANGED"))
+      (let ((before (with-current-buffer todo (buffer-string))))
+        (should-error (lispm-agent-revert-turn agent (car (car (lispm-own-agent-turns agent))))
+                      :type 'lispm-revert-conflict)
+        (should (equal (with-current-buffer todo (buffer-string)) before))
+        (should (file-exists-p (lispm-e2e-own-file "project" "new-file.txt")))))))
+
+;;; 4: a denial is a result
+
+(ert-deftest lispm-e2e-own-denied-edit-is-a-result ()
+  "An edit denied with a reason: the model reads the reason; the turn goes on."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+    (lispm-agent-send agent "Edit todo.txt if allowed")
+    (lispm-e2e-own-approve t "not that file today")
+    (let ((turn (lispm-e2e-own-settle agent)))
+      (should (eq (lispm-turn-state turn) 'done))
+      (should (string-search "not that file today"
+                             (car (lispm-e2e-tool-results "anthropic" "Edit todo.txt if allowed"
+                                                          "edit_file"))))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-search "CANCELLED" (buffer-string)))))))
+
+;;; 5: failures stop at a condition
+
+(ert-deftest lispm-e2e-own-overloaded-then-other-model ()
+  "A 529 stops at the condition buffer; OTHER-MODEL gets the answer from the backup."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let ((turn (lispm-e2e-own-send agent "Are you overloaded")))
+      (should (eq (lispm-turn-state turn) 'stopped))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-model-http-error))
+      (let ((buffer (get-buffer (lispm-condition-buffer-name turn))))
+        (should buffer)
+        (with-current-buffer buffer
+          (should (string-search "529" (buffer-string)))
+          (should (string-search "0: [RETRY]" (buffer-string)))
+          (should (string-search "1: [OTHER-MODEL]" (buffer-string)))
+          (should (string-search "4: [ABORT]" (buffer-string)))
+          (lispm-condition-restart 'other-model "backup")))
+      (lispm-e2e-own-settle agent)
+      (should (eq (lispm-turn-state turn) 'done))
+      (should (lispm-e2e-main-requests "chat" "Are you overloaded"))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-search "The backup answers." (buffer-string)))))))
+
+(ert-deftest lispm-e2e-own-cut-stream-then-abort ()
+  "A stream cut in the middle stops at the condition; ABORT keeps the earlier edit."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let ((turn (lispm-e2e-own-send agent "Edit then get cut")))
+      (should (eq (lispm-turn-state turn) 'stopped))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-model-stream-cut))
+      (lispm-turn-restart turn 4)
+      (should (eq (lispm-turn-state turn) 'aborted))
+      (with-current-buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))
+        (should (string-search "KEPT-EDIT" (buffer-string))))
+      (should-not (lispm-agent--busy-p agent)))))
+
+;;; 6: sessions in git, resumed by a new Emacs
+
+(defun lispm-e2e-own--git (directory &rest args)
+  "Return the output of git ARGS in DIRECTORY (a test may wait for git)."
+  (with-temp-buffer
+    (let ((default-directory directory))
+      (apply #'call-process "git" nil t nil args))
+    (buffer-string)))
+
+(ert-deftest lispm-e2e-own-sessions-in-git-and-resumed ()
+  "Three turns, three commits; the project's git is untouched; a new Emacs resumes."
+  (lispm-e2e-own-reset "project")
+  (let ((status-before (lispm-e2e-own--git (lispm-e2e-project "project")
+                                           "status" "--porcelain"))
+        file)
+    (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+      (lispm-e2e-own-send agent "My name is Ada.")
+      (lispm-e2e-own-send agent "Remember the number 42.")
+      (lispm-e2e-own-send agent "Thank you.")
+      (setq file (buffer-local-value 'lispm-session-file (lispm-own-agent-buffer agent)))
+      (lispm-sessions-wait-for-commits 30)
+      (let ((log (lispm-e2e-own--git (file-name-directory file) "log" "--format=%s|%an"
+                                     "--" (file-name-nondirectory file))))
+        (should (= 3 (length (split-string log "\n" t))))
+        (should (string-match-p "turn 3.*|LispM\n.*turn 2.*|LispM\n.*turn 1.*|LispM" log))))
+    (should (equal (lispm-e2e-own--git (lispm-e2e-project "project") "status" "--porcelain")
+                   status-before))
+    ;; A new Emacs resumes the session; its request carries the history.
+    (let* ((script (lispm-e2e-dir "resume.el"))
+           (output (lispm-e2e-dir "resume-output.txt")))
+      (with-temp-file script
+        (prin1 `(progn
+                  (require 'lispm-own-agent)
+                  (setq lispm-models ',(lispm-e2e-own--models)
+                        lispm-sessions-directory ,(lispm-e2e-dir "sessions/")
+                        lispm-policy-roles ',lispm-e2e-own--trusting)
+                  (setenv "LISPM_E2E_KEY" "not-a-real-key")
+                  (let ((agent (lispm-agent-resume ,file)))
+                    (lispm-agent-send agent "What is my name?")
+                    (let ((deadline (+ (float-time) 60)))
+                      (while (and (lispm-agent--busy-p agent) (< (float-time) deadline))
+                        (accept-process-output nil 0.05)))
+                    (lispm-sessions-wait-for-commits 30)
+                    (kill-emacs (if (lispm-agent--busy-p agent) 1 0))))
+               (current-buffer)))
+      (should (= 0 (call-process (or (getenv "EMACS") "emacs") nil (list :file output) nil
+                                 "--batch" "-Q" "-L" (expand-file-name "elisp" default-directory)
+                                 "-l" script)))
+      (let ((request (car (lispm-e2e-own-requests "What is my name?"))))
+        (should request)
+        (should (string-search "My name is Ada." (lispm-e2e-own-body request)))
+        (should (string-search "Remember the number 42." (lispm-e2e-own-body request)))))))
+
+;;; 7: compaction
+
+(ert-deftest lispm-e2e-own-compaction-keeps-the-rule ()
+  "After compaction the next request is smaller, and the first turn's rule is in it."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (lispm-e2e-own-send agent "Rule: always sign answers with -- Ada.")
+    (lispm-e2e-own-send agent "Tell me a long story")
+    (lispm-e2e-own-send agent "Tell me another long story")
+    (let ((before (length (lispm-e2e-own-body
+                           (car (last (lispm-e2e-own-requests "another long story")))))))
+      (lispm-agent-compact agent)
+      (lispm-e2e-wait (lambda () (not (lispm-agent--busy-p agent))) 30 "the compaction")
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-search "Summary" (buffer-string))))
+      (lispm-e2e-own-send agent "After the summary")
+      (let ((body (lispm-e2e-own-body (car (last (lispm-e2e-own-requests "After the summary"))))))
+        (should (< (length body) before))
+        (should (string-search "Rule: always sign answers with -- Ada." body))))))
+
+;;; 8: the buffer killed mid-stream
+
+(ert-deftest lispm-e2e-own-kill-buffer-mid-stream ()
+  "Killing the buffer mid-stream signals nothing; the gateway sees the cancel."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (lispm-agent-send agent "Stream slowly now")
+    (let ((buffer (lispm-own-agent-buffer agent)))
+      (lispm-e2e-wait (lambda () (with-current-buffer buffer
+                                   (string-search "slowly streaming" (buffer-string))))
+                      30 "the first streamed words")
+      (let ((kill-buffer-query-functions nil))
+        (kill-buffer buffer))
+      (should-not (buffer-live-p buffer))
+      (should-not (lispm-agent-get (lispm-actor-name agent)))
+      (lispm-e2e-wait (lambda () (cl-some (lambda (r) (plist-get r :cancelled))
+                                          (lispm-e2e-own-requests "Stream slowly now")))
+                      30 "the gateway to log the cancel"))))
+
+;;; Bad input, limits and interrupts
+
+(ert-deftest lispm-e2e-own-model-mistakes-are-results ()
+  "An unknown tool and arguments that are not JSON come back as results."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let ((turn (lispm-e2e-own-send agent "Call things badly")))
+      (should (eq (lispm-turn-state turn) 'done))
+      (let ((results (plist-get (car (last (lispm-e2e-own-requests "Call things badly")))
+                                :tool_results)))
+        (should (= 2 (length results)))
+        (should (string-search "no tool no_such_tool" (plist-get (aref results 0) :text)))
+        (should (string-search "JSON" (plist-get (aref results 1) :text)))))))
+
+(ert-deftest lispm-e2e-own-empty-and-huge-replies ()
+  "An empty reply stops at a condition; a 10 MB reply arrives whole."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let ((turn (lispm-e2e-own-send agent "Say nothing at all")))
+      (should (eq (lispm-turn-state turn) 'stopped))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-model-malformed-reply))
+      (lispm-turn-restart turn 'abort))
+    (let ((turn (lispm-e2e-own-send agent "Give a huge answer")))
+      (should (equal (list (lispm-turn-state turn) (lispm-turn-condition turn)) '(done nil)))
+      (should (>= (length (plist-get (car (last (lispm-turn-messages turn))) :content))
+                  10000000))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (> (buffer-size) 10000000))))))
+
+(ert-deftest lispm-e2e-own-step-limit-and-repeats ()
+  "The step limit and a call failing again and again each stop at a condition."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let* ((lispm-turn-step-limit 3)
+           (turn (lispm-e2e-own-send agent "Read forever")))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-step-limit))
+      (lispm-turn-restart turn 'abort)
+      (should (eq (lispm-turn-state turn) 'aborted)))
+    (let ((turn (lispm-e2e-own-send agent "Keep calling the missing tool")))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-repeated-failure))
+      (should (= 3 (length (lispm-e2e-tool-results "anthropic" "Keep calling the missing"
+                                                   "nope"))))
+      (lispm-turn-restart turn 'abort))))
+
+(ert-deftest lispm-e2e-own-tool-error-edit-args ()
+  "A tool that fails stops at a condition; EDIT-ARGS runs it with new arguments."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let ((turn (lispm-e2e-own-send agent "Edit with a typo")))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-tool-failed))
+      (should (equal (lispm-turn-available-restarts turn)
+                     '(retry skip-tool edit-args abort)))
+      (lispm-turn-restart turn 3 "{\"path\": \"todo.txt\", \"old\": \"two\\n\", \"new\": \"two FIXED\\n\"}")
+      (lispm-e2e-own-settle agent)
+      (should (eq (lispm-turn-state turn) 'done))
+      (with-current-buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))
+        (should (string-search "two FIXED" (buffer-string)))))
+    (let ((turn (lispm-e2e-own-send agent "Edit with a typo")))
+      (lispm-turn-restart turn 'skip-tool)
+      (lispm-e2e-own-settle agent)
+      (should (eq (lispm-turn-state turn) 'done))
+      (should (string-search "Error:" (car (last (lispm-e2e-tool-results
+                                                  "anthropic" "Edit with a typo"
+                                                  "edit_file"))))))))
+
+(ert-deftest lispm-e2e-own-interrupt-and-list ()
+  "C-c C-k stops a streaming turn at a condition; the agent is in list_agents."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (let ((listed (cl-find (lispm-actor-name agent)
+                           (append (plist-get (lispm-sidecar-dispatch-request
+                                               'emacs/list-agents nil)
+                                              :agents)
+                                   nil)
+                           :key (lambda (a) (plist-get a :name)) :test #'equal)))
+      (should (equal (plist-get listed :kind) "lispm"))
+      (should (equal (plist-get listed :role) "default"))
+      (should (equal (plist-get listed :activity) "idle")))
+    (lispm-agent-send agent "Stream slowly now")
+    (let ((buffer (lispm-own-agent-buffer agent)))
+      (lispm-e2e-wait (lambda () (with-current-buffer buffer
+                                   (string-search "slowly streaming" (buffer-string))))
+                      30 "the first streamed words")
+      (should (eq (lispm-actor-activity agent) 'thinking))
+      (with-current-buffer buffer
+        (call-interactively (keymap-lookup lispm-agent-mode-map "C-c C-k")))
+      (let ((turn (cdr (car (lispm-own-agent-turns agent)))))
+        (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted))
+        (lispm-turn-restart turn 'abort)
+        (should (eq (lispm-actor-activity agent) 'idle))))))
+
+(provide 'lispm-e2e-own-agent)
+;;; lispm-e2e-own-agent.el ends here

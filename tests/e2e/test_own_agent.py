@@ -1,0 +1,93 @@
+"""End to end: LispM's own agent in a real Emacs, the scripted gateway as its model."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
+
+TODO = "one\ntwo\nthree\n"
+
+
+def edit(path: str, old: str, new: str) -> dict[str, Any]:
+    """A step calling the own agent's edit_file."""
+    return {"tool": "edit_file", "args": {"path": path, "old": old, "new": new}}
+
+
+def script() -> list[dict[str, Any]]:
+    """The model's part: one rule per scenario of lispm-e2e-own-agent.el."""
+    story = "Once upon a time. " * 1200
+    return [
+        {"match": "Conversation to summarise", "steps": [
+            {"say": "Summary: the user set a signing rule and heard a long story."}]},
+        {"match": "Read notes.el please", "steps": [
+            {"tool": "read_file", "args": {"path": "notes.el"}},
+            {"say": "Read: {last_tool_result}"}]},
+        {"match": "Make two edits to todo.txt", "steps": [
+            edit("todo.txt", "one\n", "one FIRST\n"),
+            edit("todo.txt", "two\n", "two SECOND\n"),
+            {"say": "Both edits are made."}]},
+        {"match": "Change two files and make one", "steps": [
+            edit("todo.txt", "three\n", "three AGENT-LINE\n"),
+            edit("notes.el", ";;; Code:\n", ";;; Code:\n;; AGENT-NOTE\n"),
+            {"tool": "write_file", "args": {"path": "new-file.txt", "content": "made\n"}},
+            {"say": "Changed two files and made one."}]},
+        {"match": "Edit todo.txt if allowed", "steps": [
+            edit("todo.txt", "two\n", "two DENIED\n"),
+            {"say": "Understood: {last_tool_result}"}]},
+        {"match": "Are you overloaded", "api": "anthropic", "steps": [
+            {"status": 529, "body": {"type": "error", "error": {
+                "type": "overloaded_error", "message": "Overloaded"}}}]},
+        {"match": "Are you overloaded", "api": "chat", "steps": [
+            {"say": "The backup answers."}]},
+        {"match": "Edit then get cut", "steps": [
+            edit("todo.txt", "one\n", "one KEPT-EDIT\n"),
+            {"say": "This answer will not arrive whole, " * 20, "cut": 2}]},
+        {"match": "My name is Ada.", "steps": [{"say": "Hello, Ada."}]},
+        {"match": "Remember the number 42.", "steps": [{"say": "I will remember 42."}]},
+        {"match": "Thank you.", "steps": [{"say": "You are welcome."}]},
+        {"match": "What is my name?", "steps": [{"say": "Your name is Ada."}]},
+        {"match": "Rule: always sign", "steps": [{"say": "Understood. -- Ada"}]},
+        {"match": "Tell me a long story", "steps": [{"say": story}]},
+        {"match": "Tell me another story", "steps": [{"say": "A short one. -- Ada"}]},
+        {"match": "After the summary", "steps": [{"say": "Still here. -- Ada"}]},
+        {"match": "Stream slowly now", "steps": [
+            {"say": "slowly streaming " + "word " * 200, "delay": 20}]},
+        {"match": "Call things badly", "steps": [
+            {"raw": True, "calls": [{"tool": "no_such_tool", "args": {}},
+                                    {"tool": "read_file", "args_raw": "{\"path\": notes.el"}]},
+            {"say": "I see."}]},
+        # Before the empty reply's rule: after an aborted empty turn, the
+        # next request's user text follows that turn's (Anthropic merges them).
+        {"match": "Give a huge answer", "steps": [{"long": 10_000_000}]},
+        {"match": "Say nothing at all", "steps": [{"say": ""}]},
+        {"match": "Read forever", "steps": [
+            {"tool": "read_file", "args": {"path": "notes.el"}} for _ in range(10)]},
+        {"match": "Keep calling the missing tool", "steps": [
+            {"tool": "nope", "raw": True, "args": {}} for _ in range(5)]},
+        {"match": "Edit with a typo", "steps": [
+            edit("todo.txt", "tow\n", "two FIXED\n"), {"say": "Edited."}]},
+        {"match": "", "steps": [{"say": "Noted."}]},
+    ]
+
+
+@pytest.mark.e2e
+def test_own_agent_end_to_end(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
+    make_project(project, {"todo.txt": TODO})
+    subprocess.run(["git", "-C", str(project), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "start"], check=True)
+    run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
+    assert_ert_passed(run, expected_tests=14)
+    # The project's own git saw no commit and no ref from LispM.
+    log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
+                         capture_output=True, text=True, check=True).stdout
+    assert log.split() == ["start"]
+    assert (tmp_path / "sessions" / ".git").is_dir()
