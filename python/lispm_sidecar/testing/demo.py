@@ -1,11 +1,13 @@
 """`make demo`: LispM with real Claude Code and Codex on the scripted gateway.
 
 Runs inside a loopback-only network namespace (see scripts/demo.sh): it
-clears what an earlier demo left (project, HOME, ledger, runtime files),
-starts the gateway with the demo script, seeds a private HOME so the CLIs
-start straight at their composers, and runs `emacs -nw` in the demo
-project, showing LispM's agent list and both terminals.  When Emacs exits
-(or this process is told to end), the gateway is stopped.
+clears what an earlier demo left (project, HOME, ledger, runtime files,
+the own agent's sessions), starts the gateway with the demo script, seeds
+a private HOME so the CLIs start straight at their composers, and runs
+`emacs -nw` in the demo project, showing LispM's agent list, both
+terminals and LispM's own agent, whose model is the same gateway
+(LISPM_DEMO_GATEWAY) and whose sessions go to LISPM_DEMO_SESSIONS.  When
+Emacs exits (or this process is told to end), the gateway is stopped.
 """
 
 from __future__ import annotations
@@ -35,9 +37,67 @@ ANSWER = (
 )
 
 
+#: What the demo asks LispM's own agent (scripts/demo.el's `lispm-demo-own-prompt').
+OWN_PROMPT = "Fix notes-parse-header as Codex suggested."
+
+#: The own agent's fix: `edit_file`'s old and new text in notes.el.
+OWN_FIX_OLD = (
+    '  "Parse LINE, a header such as \\"Title: Groceries\\", into (KEY . VALUE)."\n'
+    '  (let ((colon (string-search ":" line)))\n'
+    "    (cons (string-trim (substring line 0 colon))\n"
+    "          (string-trim (substring line (1+ colon))))))\n"
+)
+OWN_FIX_NEW = (
+    '  "Parse LINE, a header such as \\"Title: Groceries\\", into (KEY . VALUE).\n'
+    'Return nil if LINE has no colon."\n'
+    '  (let ((colon (string-search ":" line)))\n'
+    "    (and colon\n"
+    "         (cons (string-trim (substring line 0 colon))\n"
+    "               (string-trim (substring line (1+ colon)))))))\n"
+)
+
+#: The own agent's way to list the agents: its eval_elisp, which the policy asks about.
+LIST_AGENTS_FORM = (
+    "(mapconcat (lambda (agent) (format \"%s (%s, role %s)\" (lispm-actor-name agent) "
+    "(lispm-actor-kind agent) (lispm-actor-role agent))) (lispm-agents) \"; \")"
+)
+
+
+def own_agent_script() -> list[dict[str, object]]:
+    """The own agent's rules: it speaks Chat Completions, which no CLI of the
+    demo does (Claude speaks Anthropic's dialect, Codex Responses), so these
+    rules answer it alone, whatever the prompt."""
+    return [
+        {"match": OWN_PROMPT, "api": "chat", "steps": [
+            {"text": "First, what string-search returns when there is no match.",
+             "tool": "describe_function", "args": {"name": "string-search"}},
+            {"text": "Now the file.", "tool": "read_file", "args": {"path": "notes.el"}},
+            {"text": "string-search gives nil for a line without a colon, and (1+ nil) "
+                     "signals. I check the colon first, as Codex suggested.",
+             "tool": "edit_file",
+             "args": {"path": "notes.el", "old": OWN_FIX_OLD, "new": OWN_FIX_NEW}},
+            {"say": "The edit: {last_tool_result}\n\nIf it went in, notes-parse-header "
+                    "now returns nil for a line without a colon: undo it in notes.el's "
+                    "buffer, or revert the whole turn with C-c C-r on its heading here."},
+        ]},
+        {"match": "list agents", "api": "chat", "steps": [
+            {"text": "I ask Emacs itself, by evaluating Lisp (which you approve first).",
+             "tool": "eval_elisp", "args": {"form": LIST_AGENTS_FORM}},
+            {"say": "What Emacs answered: {last_tool_result}"},
+        ]},
+        {"match": "", "api": "chat", "steps": [{
+            "say": "I am LispM's own agent, on the demo's scripted stand-in model. Type "
+                   f"at the end of this buffer and send with C-c C-c: \"{OWN_PROMPT}\" "
+                   "plays my part again (undo the fix first); \"list agents\" asks Emacs "
+                   "for its agents, by evaluating Lisp you approve in *LispM approvals* "
+                   "(C-x o there, then a to allow or d to deny)."}]},
+    ]
+
+
 def demo_script(project: Path) -> list[dict[str, object]]:
     """The scripted models of the demo: the main scenario, then free play."""
     return [
+        *own_agent_script(),
         {"match": "[Reply from codex to request",
          "steps": [{"say": "Codex reviewed it. In short: {prompt}"}]},
         {"match": "[Message from lispm]", "steps": [{"say": "Noted: {prompt}"}]},
@@ -110,7 +170,7 @@ def stop_gateway(gateway: subprocess.Popen[bytes]) -> None:
 
 def clear(work: Path) -> None:
     """Remove what an earlier demo in WORK left, so that this one starts clean."""
-    for folder in ("project", "home", "run", "gateway.jsonl.bodies"):
+    for folder in ("project", "home", "run", "sessions", "gateway.jsonl.bodies"):
         shutil.rmtree(work / folder, ignore_errors=True)
     for name in ("ledger.sqlite3", "ledger.sqlite3-wal", "ledger.sqlite3-shm",
                  "gateway.jsonl", "gateway.pid"):
@@ -152,6 +212,8 @@ def run_emacs(work: Path, project: Path, url: str) -> int:
         LISPM_DEMO_PROJECT=str(project),
         LISPM_RUNTIME_DIR=str(work / "run"),
         LISPM_DEMO_LEDGER=str(work / "ledger.sqlite3"),
+        LISPM_DEMO_GATEWAY=url,
+        LISPM_DEMO_SESSIONS=str(work / "sessions"),
         TERM=os.environ.get("TERM", "xterm-256color"),
     )
     emacs = os.environ.get("EMACS", "emacs")
