@@ -194,10 +194,15 @@ When the user is asked, ON-ASK, if non-nil, is called with the
                     "no live agent %s" (plist-get params :name))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/search-tools)) params)
-  "Find the tools and skills PARAMS' query names."
+  "Find the tools and skills PARAMS' query names.
+The messaging tools are left out: an agent with an MCP server has its
+own `send_message', `ask_agent' and `reply' there."
   (let ((agent (lispm-calls--agent params)))
-    (list :results (vconcat (lispm-tools-search (or (plist-get params :query) "")
-                                                (lispm-actor-folder agent))))))
+    (list :results (vconcat (cl-remove "message"
+                                       (lispm-tools-search (or (plist-get params :query) "")
+                                                           (lispm-actor-folder agent))
+                                       :key (lambda (found) (plist-get found :kind))
+                                       :test #'equal)))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/skill)) params)
   "Load the skill PARAMS name for the agent they name."

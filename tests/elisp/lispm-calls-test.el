@@ -41,6 +41,25 @@
       (should (string-match-p "colour" (plist-get answer :error))))
     (should-not (lispm-approvals-pending))))
 
+(ert-deftest lispm-calls-test-search-leaves-out-the-messaging-tools ()
+  ;; An agent with an MCP server has its own send_message, ask_agent, reply.
+  (lispm-calls-test--with-agent agent
+    (ignore agent)
+    (require 'lispm-messages)
+    (should (lispm-tool-get "send_message"))
+    (let ((names (mapcar (lambda (found) (plist-get found :name))
+                         (plist-get (lispm-sidecar-dispatch-request
+                                     'emacs/search-tools
+                                     '(:name "codex" :instance 1 :query "send a message"))
+                                    :results))))
+      (should-not (member "send_message" names))
+      (should-not (member "reply" names))
+      (should (member "read_file" (mapcar (lambda (found) (plist-get found :name))
+                                          (plist-get (lispm-sidecar-dispatch-request
+                                                      'emacs/search-tools
+                                                      '(:name "codex" :instance 1 :query ""))
+                                                     :results)))))))
+
 (ert-deftest lispm-calls-test-outside-the-folder-is-refused-before-anyone-is-asked ()
   (lispm-calls-test--with-agent agent
     (ignore agent)
