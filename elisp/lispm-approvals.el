@@ -408,8 +408,10 @@ It is in `global-mode-string' while anything waits.")
                         'mouse-face 'mode-line-highlight
                         'help-echo "mouse-1: show the approvals that wait"
                         'local-map lispm-approvals--mode-line-map))
-      (unless (listp global-mode-string)
-        (setq global-mode-string (list "" global-mode-string)))
+      ;; A list whose first element is a symbol is a conditional (SYMBOL
+      ;; THEN ELSE) to the mode line: start it with a string.
+      (unless (and (consp global-mode-string) (stringp (car global-mode-string)))
+        (setq global-mode-string (cons "" (ensure-list global-mode-string))))
       (unless (memq 'lispm-approvals-mode-line global-mode-string)
         (setq global-mode-string
               (append global-mode-string '(lispm-approvals-mode-line))))))

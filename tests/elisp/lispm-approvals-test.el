@@ -352,6 +352,9 @@
     (let* ((codex (lispm-approvals-test--agent "codex" folder))
            (id1 (lispm-approvals-request codex nil 'shell '(:command "a") #'ignore)))
       (should (memq 'lispm-approvals-mode-line global-mode-string))
+      ;; Not (SYMBOL ...), which the mode line reads as a conditional and
+      ;; shows as *invalid*.
+      (should (stringp (car global-mode-string)))
       (should (equal (lispm-approvals-test--mode-line lispm-approvals-mode-line) " LispM:1 waiting"))
       (let ((id2 (lispm-approvals-request codex nil 'shell '(:command "b") #'ignore)))
         (should (equal (lispm-approvals-test--mode-line global-mode-string) " LispM:2 waiting"))
