@@ -210,22 +210,32 @@ Your role is %s; the user's policy for it (first match wins):
 
 ;;; Starting and ending
 
-(defun lispm-agent--create (buffer folder model &optional role)
-  "Make the own agent of the session BUFFER in FOLDER asking MODEL.
-ROLE defaults to `lispm-policy-default-role'.  Register it with Emacs and
-the sidecar, and return it."
+(defun lispm-agent--create (folder model session &optional role)
+  "Make an own agent in FOLDER asking MODEL; register it and return it.
+SESSION is a function of the agent's name that returns its session's
+buffer.  ROLE defaults to `lispm-policy-default-role'.  The agent is
+registered with Emacs, which names it, and with the sidecar."
   (let ((agent (lispm-own-agent--make
                 :name lispm-agent-name :kind 'lispm :folder folder
                 :role (or role lispm-policy-default-role)
-                :state 'running :activity 'idle
-                :buffer buffer :model model)))
+                :state 'running :activity 'idle :model model)))
     (lispm-agents-add-actor agent)
-    (with-current-buffer buffer
-      (setq lispm-agent--session-of agent)
-      (add-hook 'kill-buffer-hook #'lispm-agent--buffer-killed nil t)
-      (lispm-agent-mode))
+    (let ((buffer (condition-case err
+                      (funcall session (lispm-actor-name agent))
+                    (error (lispm-agents-unregister agent)
+                           (signal (car err) (cdr err))))))
+      (setf (lispm-own-agent-buffer agent) buffer)
+      (with-current-buffer buffer
+        (setq lispm-agent--session-of agent)
+        (add-hook 'kill-buffer-hook #'lispm-agent--buffer-killed nil t)
+        (add-hook 'org-after-todo-state-change-hook #'lispm-agent--todo-changed nil t)
+        (lispm-agent-mode)))
     (lispm-messages-register agent #'ignore)
     agent))
+
+(cl-defmethod lispm-actor-home-buffer ((agent lispm-own-agent))
+  "Return the session buffer of AGENT."
+  (lispm-own-agent-buffer agent))
 
 (defun lispm-agent--buffer-killed ()
   "End the own agent of the buffer being killed, quietly."
@@ -259,10 +269,10 @@ of `lispm-models'; with a prefix argument, ask for both."
     (lispm-model-get model)
     (unless (file-directory-p folder)
       (user-error "No such folder: %s" folder))
-    (let* ((buffer (lispm-session-create folder model))
-           (agent (lispm-agent--create buffer folder model)))
+    (let ((agent (lispm-agent--create
+                  folder model (lambda (name) (lispm-session-create folder model name)))))
       (when (called-interactively-p 'any)
-        (pop-to-buffer buffer))
+        (pop-to-buffer (lispm-own-agent-buffer agent)))
       agent)))
 
 ;;;###autoload
@@ -299,27 +309,58 @@ Interactively, choose among the sessions, newest first."
            (folder (buffer-local-value 'lispm-session-folder buffer))
            (model (buffer-local-value 'lispm-session-model buffer))
            (model (if (assoc model lispm-models) model (lispm-model-default)))
-           (agent (lispm-agent--create buffer (if (file-directory-p folder) folder
-                                              default-directory)
-                                     model)))
+           (agent (lispm-agent--create (if (file-directory-p folder) folder
+                                         default-directory)
+                                       model (lambda (_name) buffer))))
       (when (called-interactively-p 'any)
         (pop-to-buffer buffer))
       agent)))
 
 ;;; Commands in the session's buffer
 
-(defun lispm-agent-send-input ()
+(defun lispm-agent--approval-at-point (agent)
+  "Return the approval AGENT waits for at point, or nil.
+Point is in a tool call's entry, or in its TODO item."
+  (when-let* ((turn (lispm-own-agent-turn agent))
+              (id (org-entry-get nil "LISPM_CALL_ID" t))
+              (call (cl-find id (lispm-turn-calls turn)
+                             :key (lambda (call) (plist-get call :id)) :test #'equal))
+              (approval (plist-get call :approval)))
+    (and (lispm-approvals-get (lispm-approval-id approval)) approval)))
+
+(defun lispm-agent--decide (approval deny)
+  "Allow APPROVAL, or DENY it with a reason read from the user."
+  (if deny
+      (lispm-approvals-deny approval (read-string "Reason for the agent: "))
+    (lispm-approvals-allow approval)))
+
+(defun lispm-agent--todo-changed ()
+  "Decide the approval whose TODO item the user just marked DONE or CANCELLED."
+  (defvar org-state)
+  (when-let* ((agent (lispm-agent-of-session))
+              (approval (lispm-agent--approval-at-point agent)))
+    (pcase org-state
+      ("DONE" (lispm-agent--decide approval nil))
+      ("CANCELLED" (lispm-agent--decide approval t)))))
+
+(defun lispm-agent-send-input (&optional deny)
   "Send what was typed at the end of the buffer to the agent.
-Elsewhere in the buffer, do what \\[org-ctrl-c-ctrl-c] does."
-  (interactive)
-  (let ((agent (lispm-agent--current)))
-    (if (< (point) (lispm-session-input-start (current-buffer)))
-        (call-interactively #'org-ctrl-c-ctrl-c)
+On a call that waits for approval, allow it; with a prefix argument
+DENY, deny it with a reason.  Elsewhere in the buffer, do what
+\\[org-ctrl-c-ctrl-c] does."
+  (interactive "P")
+  (let* ((agent (lispm-agent--current))
+         (approval (lispm-agent--approval-at-point agent)))
+    (cond
+     (approval (lispm-agent--decide approval deny))
+     ((< (point) (lispm-session-input-start (current-buffer)))
+      (call-interactively #'org-ctrl-c-ctrl-c))
+     (t
       (let ((text (lispm-session-input (current-buffer))))
         (when (string-empty-p (string-trim text))
           (user-error "Type something to send, at the end of the buffer"))
         (lispm-session-take-input (current-buffer))
-        (lispm-agent-send agent text)))))
+        (lispm-agent-send agent text))))))
 
 (defun lispm-agent-interrupt ()
   "Interrupt the agent's turn: it stops at a condition with restarts."
@@ -374,7 +415,9 @@ the turn wrote, list the conflicts and change nothing."
 
 (define-minor-mode lispm-agent-mode
   "Minor mode of the buffer of LispM's own agent: its session's document.
-Type at the end and send with \[lispm-agent-send-input]; interrupt
+Type at the end and send with \[lispm-agent-send-input] (on a call
+that waits for approval, it allows it; with a prefix argument, it
+denies it); interrupt
 with \[lispm-agent-interrupt]; revert the turn at point with
 \[lispm-agent-revert-turn].
 

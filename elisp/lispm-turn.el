@@ -364,36 +364,52 @@ arguments, a path outside the folder."
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--run-next (turn)
-  "Run TURN's next call without an outcome; once none is left, go on."
-  (let ((call (lispm-turn--next-call turn)))
-    (cond
-     ((not (lispm-turn--buffer-live-p turn)) nil)
-     ((null call) (lispm-turn--tools-done turn))
-     ((lispm-turn-interrupted turn)
-      (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted between tool calls"))
-     (t (lispm-turn--invoke turn call)))))
+  "Run each call of TURN that has no outcome, in order; then go on.
+A call that calls back before `lispm-calls-invoke' returns (a read, an
+edit) is followed by the next one in this loop: no timer, no nesting."
+  (let ((again t))
+    (while again
+      (setq again nil)
+      (let ((call (lispm-turn--next-call turn)))
+        (cond
+         ((not (lispm-turn--buffer-live-p turn)) nil)
+         ((null call) (lispm-turn--tools-done turn))
+         ((lispm-turn-interrupted turn)
+          (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted between tool calls"))
+         (t (setq again (lispm-turn--invoke turn call))))))))
 
 (defun lispm-turn--invoke (turn call)
-  "Run CALL of TURN through the pipeline, then the next call."
+  "Run CALL of TURN through the pipeline.
+Return non-nil if its outcome came at once, before the pipeline
+returned: the caller then runs the next call.  A later outcome runs
+the next call from a timer, outside whatever delivered it."
   (let ((id (plist-get call :id))
-        (buffer (lispm-turn-buffer turn)))
+        (buffer (lispm-turn-buffer turn))
+        (returned nil)
+        (at-once nil))
     (lispm-turn--trace turn 'call call)
     (lispm-calls-invoke
      (lispm-turn-actor turn) (plist-get call :name) (plist-get call :arguments)
      (lambda (outcome)
-       (lispm-turn--called turn call outcome))
+       (lispm-turn--called turn call outcome)
+       (if returned
+           (run-at-time 0 nil #'lispm-turn--run-next turn)
+         (setq at-once t)))
      :on-ask (lambda (approval)
                (plist-put call :waiting 'approval)
+               (plist-put call :approval approval)
                (when (buffer-live-p buffer)
                  (lispm-session-insert-approval
                   buffer id (or (lispm-approval-title approval)
                                 (format "%s %s" (lispm-approval-kind approval)
                                         (plist-get call :name)))))
                (when (lispm-turn-on-state turn)
-                 (funcall (lispm-turn-on-state turn) turn))))))
+                 (funcall (lispm-turn-on-state turn) turn))))
+    (setq returned t)
+    at-once))
 
 (defun lispm-turn--called (turn call outcome)
-  "Record OUTCOME of TURN's CALL, show it, and run the next call."
+  "Record OUTCOME of TURN's CALL and show it."
   (let* ((id (plist-get call :id))
          (buffer (lispm-turn-buffer turn))
          (outcome (if (plist-get outcome :ok)
@@ -416,10 +432,7 @@ arguments, a path outside the folder."
     (when (or (plist-get outcome :ok) (lispm-turn--for-the-model-p outcome))
       (lispm-turn--report turn call outcome))
     (when (lispm-turn-on-state turn)
-      (funcall (lispm-turn-on-state turn) turn))
-    ;; Go on from a timer: a synchronous tool calls back before
-    ;; `lispm-calls-invoke' returns, and forty calls must not nest.
-    (run-at-time 0 nil #'lispm-turn--run-next turn)))
+      (funcall (lispm-turn-on-state turn) turn))))
 
 (defun lispm-turn--report (turn call outcome)
   "Show OUTCOME of TURN's CALL in the session, unless it was shown."

@@ -127,8 +127,15 @@ PROJECT names a project folder of the run; POLICY is `lispm-policy-roles'."
         (goto-char (point-max))
         (insert "typed by the user\n")
         (undo-boundary))
-      (lispm-e2e-own-approve)
+      ;; The second is approved from its TODO item in the agent's buffer.
+      (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "the second approval")
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (goto-char (point-max))
+        (should (re-search-backward "^\\*+ TODO " nil t))
+        (lispm-agent-send-input))
       (lispm-e2e-own-settle agent)
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (= 2 (how-many "^\\*+ DONE " (point-min) (point-max)))))
       (with-current-buffer buffer
         (should (string-search "SECOND" (buffer-string)))
         (let ((last-command nil)) (undo))
