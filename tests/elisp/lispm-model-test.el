@@ -1,0 +1,131 @@
+;;; lispm-model-test.el --- Tests of the own agent's models and their keys  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; `lispm-models': names, keys from the environment and auth-source
+;; written to private files, the request's JSON shape, and streams that
+;; end when nothing comes or the sidecar goes.  The streams against a
+;; real model API are tested end to end (tests/e2e/test_own_agent.py)
+;; and in the sidecar (tests/python/test_models.py).
+
+;;; Code:
+
+(require 'ert)
+(require 'lispm-model)
+
+(ert-deftest lispm-model-test-unknown-model-names-the-known ()
+  (let ((lispm-models '(("a" :api chat :base-url "http://x" :model "m")
+                        ("b" :api chat :base-url "http://x" :model "m"))))
+    (should (equal (lispm-model-default) "a"))
+    (let ((err (should-error (lispm-model-get "c") :type 'lispm-model-unknown)))
+      (should (string-search "the models are: a, b" (lispm-error-message err)))))
+  (let ((lispm-models nil))
+    (should-error (lispm-model-default) :type 'lispm-model-unknown)))
+
+(ert-deftest lispm-model-test-keys-from-the-environment ()
+  (let ((process-environment (cons "LISPM_TEST_KEY=sk-test-123" process-environment)))
+    (should (equal (lispm-model--key "m" '(:key (:env "LISPM_TEST_KEY"))) "sk-test-123")))
+  (let ((process-environment (cons "LISPM_TEST_KEY" process-environment)))
+    (should-error (lispm-model--key "m" '(:key (:env "LISPM_TEST_KEY")))
+                  :type 'lispm-model-no-key))
+  (should-not (lispm-model--key "m" '(:key nil)))
+  (should-error (lispm-model--key "m" '(:key 42)) :type 'lispm-model-error))
+
+(ert-deftest lispm-model-test-keys-from-auth-source ()
+  (let* ((netrc (make-temp-file "lispm-netrc"))
+         (auth-sources (list netrc))
+         (auth-source-do-cache nil))
+    (unwind-protect
+        (progn
+          (with-temp-file netrc
+            (insert "machine api.example.com login apikey password sk-from-netrc\n"))
+          (auth-source-forget-all-cached)
+          (should (equal (lispm-model--key "m" '(:key "api.example.com")) "sk-from-netrc"))
+          (let ((err (should-error (lispm-model--key "m" '(:key "nowhere.example.com"))
+                                   :type 'lispm-model-no-key)))
+            (should (string-search "nowhere.example.com" (lispm-error-message err)))))
+      (delete-file netrc))))
+
+(ert-deftest lispm-model-test-key-file-is-private ()
+  (let ((file (lispm-model--key-file "sk-private")))
+    (unwind-protect
+        (progn
+          (should (= (file-modes file) #o600))
+          (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
+                         "sk-private")))
+      (delete-file file))))
+
+(ert-deftest lispm-model-test-the-key-never-travels-in-the-link ()
+  ;; The link's debug view shows every message: the key goes in a file.
+  (let* ((process-environment (cons "LISPM_TEST_KEY=sk-secret-456" process-environment))
+         (lispm-models '(("m" :api anthropic :base-url "http://127.0.0.1:9" :model "x"
+                          :key (:env "LISPM_TEST_KEY"))))
+         (sent nil))
+    (cl-letf (((symbol-function 'lispm-sidecar-async-request)
+               (lambda (method params &rest _) (push (cons method params) sent))))
+      (let ((id (lispm-model-stream "m" '(:messages ((:role "user" :content "hi"))) #'ignore)))
+        (unwind-protect
+            (let ((params (cdr (assq 'lispm/model-stream sent))))
+              (should-not (string-search "sk-secret-456" (prin1-to-string params)))
+              (should (equal (with-temp-buffer
+                               (insert-file-contents (plist-get params :key_file))
+                               (buffer-string))
+                             "sk-secret-456"))
+              (delete-file (plist-get params :key_file)))
+          (lispm-model-cancel id))))))
+
+(ert-deftest lispm-model-test-json-shape ()
+  ;; Lists of messages and of tool calls become arrays; plists stay objects.
+  (should (equal (lispm-model--json
+                  '(:role "assistant" :content "x"
+                          :tool_calls ((:id "1" :name "read_file" :arguments "{}"))))
+                 '(:role "assistant" :content "x"
+                         :tool_calls [(:id "1" :name "read_file" :arguments "{}")])))
+  (should (equal (json-serialize (lispm-model--json '(:a ((:b 1) (:b 2)))))
+                 "{\"a\":[{\"b\":1},{\"b\":2}]}")))
+
+(defun lispm-model-test--stream (handler)
+  "Register a stream that no sidecar runs, with HANDLER; return its id."
+  (let* ((id (format "T%d" (cl-incf lispm-model--counter)))
+         (stream (lispm-model--stream-make :id id :handler handler)))
+    (puthash id stream lispm-model--streams)
+    (lispm-model--arm stream)
+    id))
+
+(ert-deftest lispm-model-test-a-silent-stream-times-out ()
+  (let* ((lispm-model-idle-timeout 0.05)
+         (events nil)
+         (id (lispm-model-test--stream (lambda (event) (push event events)))))
+    (let ((deadline (+ (float-time) 5)))
+      (while (and (null events) (< (float-time) deadline))
+        (accept-process-output nil 0.02)))
+    (should (equal (plist-get (car events) :type) "error"))
+    (should (equal (plist-get (car events) :kind) "timeout"))
+    (should-not (lispm-model-streaming-p id))))
+
+(ert-deftest lispm-model-test-events-arm-and-end-a-stream ()
+  (let* ((events nil)
+         (id (lispm-model-test--stream (lambda (event) (push event events)))))
+    (lispm-sidecar-handle-notification 'lispm/model-event
+                                       (list :stream id :type "text" :text "hi"))
+    (should (lispm-model-streaming-p id))
+    (lispm-sidecar-handle-notification 'lispm/model-event
+                                       (list :stream id :type "done" :stop_reason "end_turn"))
+    (should-not (lispm-model-streaming-p id))
+    ;; A late event of an ended stream is dropped.
+    (lispm-sidecar-handle-notification 'lispm/model-event
+                                       (list :stream id :type "text" :text "late"))
+    (should (equal (mapcar (lambda (e) (plist-get e :type)) (reverse events))
+                   '("text" "done")))))
+
+(ert-deftest lispm-model-test-the-sidecar-exiting-ends-every-stream ()
+  (let* ((events nil)
+         (a (lispm-model-test--stream (lambda (event) (push event events))))
+         (b (lispm-model-test--stream (lambda (event) (push event events)))))
+    (run-hooks 'lispm-sidecar-exited-hook)
+    (should-not (or (lispm-model-streaming-p a) (lispm-model-streaming-p b)))
+    (should (equal (mapcar (lambda (e) (plist-get e :message)) events)
+                   '("the sidecar exited" "the sidecar exited")))))
+
+(provide 'lispm-model-test)
+;;; lispm-model-test.el ends here
