@@ -656,34 +656,48 @@ Give the text to `lispm-session-stream-text', then call
 
 (defun lispm-session-stream-text (stream text)
   "Append TEXT, a piece of the model's reply, to STREAM.
-It costs what TEXT's length costs: TEXT is inserted at a marker, a
-line that would read as Org structure escaped as it comes.  Nothing
-happens if the buffer is dead or the stream ended."
+It costs what TEXT's length costs: TEXT goes in at a marker in one
+insertion (each runs Org's change hooks: one a line made a 2 MB answer
+cost 1.4 ms per KB), a line that would read as Org structure escaped
+as it comes.  Nothing happens if the buffer is dead or the stream
+ended."
   (let ((marker (and stream (lispm-session-stream-marker stream))))
     (when (and marker (buffer-live-p (marker-buffer marker)) (not (string-empty-p text)))
       (with-current-buffer (marker-buffer marker)
         (save-excursion
-          (let ((inhibit-read-only t) (pos 0) (len (length text)))
-            (goto-char marker)
+          ;; PIECES, newest first, are SIZE characters; LINE is where in
+          ;; them the newest line begun in TEXT begins; EARLY is non-nil
+          ;; if the line begun before TEXT must be escaped.
+          (let ((inhibit-read-only t) (pos 0) (len (length text))
+                (pieces nil) (size 0) (line nil) (early nil))
             (while (< pos len)
               (if (lispm-session-stream-undecided stream)
-                  (let ((stop (string-match "[^ \t,]" text pos)))
-                    (if (null stop)
-                        (progn (insert (substring text pos)) (setq pos len))
-                      (insert (substring text pos stop))
-                      (when (memq (aref text stop) '(?* ?# ?:))
-                        (goto-char (lispm-session-stream-line-start stream))
-                        (insert ",")
-                        (goto-char marker))
-                      (setf (lispm-session-stream-undecided stream) nil)
-                      (setq pos stop)))
-                (let ((newline (string-search "\n" text pos)))
-                  (if (null newline)
-                      (progn (insert (substring text pos)) (setq pos len))
-                    (insert (substring text pos (1+ newline)))
-                    (set-marker (lispm-session-stream-line-start stream) (point))
-                    (setf (lispm-session-stream-undecided stream) t)
-                    (setq pos (1+ newline))))))
+                  (let* ((stop (string-match "[^ \t,]" text pos))
+                         (end (or stop len)))
+                    (when (and stop (memq (aref text stop) '(?* ?# ?:)))
+                      (if line
+                          (progn (push "," pieces) (cl-incf size))
+                        (setq early t)))
+                    (push (substring text pos end) pieces)
+                    (cl-incf size (- end pos))
+                    (when stop
+                      (setf (lispm-session-stream-undecided stream) nil))
+                    (setq pos end))
+                (let* ((newline (string-search "\n" text pos))
+                       (end (if newline (1+ newline) len)))
+                  (push (substring text pos end) pieces)
+                  (cl-incf size (- end pos))
+                  (when newline
+                    (setq line size)
+                    (setf (lispm-session-stream-undecided stream) t))
+                  (setq pos end))))
+            (when early
+              (goto-char (lispm-session-stream-line-start stream))
+              (insert ","))
+            (goto-char marker)
+            (insert (apply #'concat (nreverse pieces)))
+            (when line
+              (set-marker (lispm-session-stream-line-start stream) (- (point) (- size line))))
             (cl-incf (lispm-session-stream-size stream) len)))))))
 
 (defun lispm-session-end-reply (stream)
