@@ -187,13 +187,28 @@
 
 ;;; Asking the model
 
+(defvar lispm-turn--tools nil
+  "The tools offered, as made for `lispm-tools', or nil: (REGISTRY . OFFERED).")
+
+(defun lispm-turn--forget-tools ()
+  "Forget the tools offered: a tool was defined or redefined."
+  (setq lispm-turn--tools nil))
+
+(add-hook 'lispm-tools-changed-hook #'lispm-turn--forget-tools)
+
 (defun lispm-turn-tools ()
-  "Return the tools offered to the model: LispM's registry, for the request."
-  (mapcar (lambda (tool)
-            (list :name (lispm-tool-name tool)
-                  :description (lispm-tool-description tool)
-                  :parameters (lispm-tool-schema tool)))
-          lispm-tools))
+  "Return the tools offered to the model: LispM's registry, for the request.
+They are made once, not for each request, until a tool is defined or
+redefined."
+  (if (and lispm-turn--tools (eq (car lispm-turn--tools) lispm-tools))
+      (cdr lispm-turn--tools)
+    (cdr (setq lispm-turn--tools
+               (cons lispm-tools
+                     (mapcar (lambda (tool)
+                               (list :name (lispm-tool-name tool)
+                                     :description (lispm-tool-description tool)
+                                     :parameters (lispm-tool-schema tool)))
+                             lispm-tools))))))
 
 (cl-defun lispm-turn-start (actor buffer number model messages &key system on-state on-end)
   "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
