@@ -211,8 +211,9 @@ values converted; any other list becomes a vector."
   "Stream the answer of MODEL, a name in `lispm-models', to REQUEST.
 REQUEST is a plist (:system :messages :tools); HANDLER is called with
 each event (see the Commentary).  Return the stream's id.  Signal
-`lispm-model-unknown' or `lispm-model-no-key' before anything is sent;
-every later failure reaches HANDLER as an \"error\" event."
+`lispm-model-unknown' or `lispm-model-no-key' before anything is sent,
+and the sidecar's error if it cannot be started (no stream is then
+under way); every later failure reaches HANDLER as an \"error\" event."
   (let* ((properties (lispm-model-get model))
          (key (lispm-model--key model properties))
          (id (format "S%d" (cl-incf lispm-model--counter)))
@@ -232,14 +233,23 @@ every later failure reaches HANDLER as an \"error\" event."
                   (and key-file (list :key_file key-file)))))
     (puthash id stream lispm-model--streams)
     (lispm-model--arm stream)
-    (lispm-sidecar-async-request
-     'lispm/model-stream params
-     :on-error (lambda (text)
-                 ;; Refused before the sidecar read the key: delete it here.
-                 (when (and key-file (file-exists-p key-file))
-                   (delete-file key-file))
-                 (lispm-model--finish id (list :type "error" :kind "link"
-                                               :message text))))
+    (condition-case err
+        (lispm-sidecar-async-request
+         'lispm/model-stream params
+         :on-error (lambda (text)
+                     ;; Refused before the sidecar read the key: delete it here.
+                     (when (and key-file (file-exists-p key-file))
+                       (delete-file key-file))
+                     (lispm-model--finish id (list :type "error" :kind "link"
+                                                   :message text))))
+      ;; The sidecar could not even be asked (it cannot start): no stream
+      ;; is under way, so none may time out later, and no key stays.
+      (error
+       (remhash id lispm-model--streams)
+       (cancel-timer (lispm-model--stream-timer stream))
+       (when (and key-file (file-exists-p key-file))
+         (delete-file key-file))
+       (signal (car err) (cdr err))))
     id))
 
 (defun lispm-model-cancel (id)
