@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from . import (
+    bench_agent,
     bench_edit,
     bench_ide,
     bench_ledger,
@@ -50,6 +51,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "ide": plain(lambda: asyncio.run(bench_ide.ide_tool_call()), TARGETS),
     "agent_revert": bench_edit.revert_40_files,
     "agent_commit": session.commit,
+    "agent_stream": bench_agent.stream_cost,
+    "agent_tool_step": bench_agent.tool_step,
 }
 
 RESULTS = BENCH_DIR / "results.json"

@@ -1,0 +1,56 @@
+"""The scripted gateway, also noting when it finished each reply: for the agent benchmarks.
+
+    python tests/bench/timed_gateway.py PORT_FILE SCRIPT_JSON
+
+Every request's entry in `GET /_gateway/requests` gains `end_t` (Unix
+seconds): when its reply was written whole (after the stream's last
+byte), beside the gateway's own `t`, when the request arrived.  It runs
+until SIGTERM or SIGINT, in a process of its own as in `make demo`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+from lispm_sidecar.testing.gateway import Dialect, Gateway
+from lispm_sidecar.testing.gateway_script import Decision
+from lispm_sidecar.testing.gateway_wire import Exchange, Json
+
+
+class TimedGateway(Gateway):
+    """A `Gateway` whose log entries say when their reply ended (`end_t`)."""
+
+    async def _answer(self, request: web.Request, dialect: Dialect, ex: Exchange,
+                      decision: Decision, entry: Json, input_tokens: int) -> web.StreamResponse:
+        response = await super()._answer(request, dialect, ex, decision, entry, input_tokens)
+        entry["end_t"] = time.time()
+        return response
+
+
+async def serve(port_file: Path, script: Path) -> None:
+    """Serve the rules of SCRIPT until told to stop; write the port to PORT_FILE."""
+    gateway = TimedGateway(orjson.loads(script.read_bytes()))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await gateway.start()
+    try:
+        temp = port_file.with_name(port_file.name + ".tmp")
+        temp.write_text(f"{gateway.port}\n")
+        os.replace(temp, port_file)
+        await stop.wait()
+    finally:
+        await gateway.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(Path(sys.argv[1]), Path(sys.argv[2])))
