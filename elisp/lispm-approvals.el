@@ -622,18 +622,20 @@ recorded at most once."
     (if (eq decision 'ask)
         (lispm-approvals-request agent role kind target callback title)
       (let* ((role (or role lispm-policy-default-role))
-             (probe (lispm-approval--make :agent agent :role role :kind kind
-                                          :target target :title title))
-             (what (lispm-approvals--summary probe)))
+             ;; Made only for the audit: most allowed reads have none.
+             (what (lambda ()
+                     (lispm-approvals--summary
+                      (lispm-approval--make :agent agent :role role :kind kind
+                                            :target target :title title)))))
         (pcase decision
           ('deny
            (let ((reason (format "%s is denied to %s (role %s) by LispM's policy"
                                  kind (lispm-actor-name agent) role)))
-             (lispm-approvals--audit agent role kind what 'deny reason)
+             (lispm-approvals--audit agent role kind (funcall what) 'deny reason)
              (funcall callback (list :decision 'deny :by 'policy :reason reason))))
           (_
            (when (memq kind lispm-approvals-audit-automatic)
-             (lispm-approvals--audit agent role kind what 'allow
+             (lispm-approvals--audit agent role kind (funcall what) 'allow
                                      (if (lispm-policy-granted-p agent kind)
                                          "allowed for the session"
                                        "allowed by the policy")))
