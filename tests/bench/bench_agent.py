@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, spread
+from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, run_emacs_json, spread
 
 #: The answers streamed: 20 KB and 2 MB (KB = 1,000 characters, all ASCII).
 SMALL, LARGE = 20_000, 2_000_000
@@ -105,23 +105,10 @@ async def _run_emacs(context: Context, elisp: Path, work: Path, case: str, round
                       LISPM_BENCH_ROUNDS=str(rounds), TMPDIR=str(work))
     if profile := os.environ.get("LISPM_BENCH_PROFILE"):
         env["LISPM_BENCH_PROFILE"] = f"{profile}.{case}"
-    proc = await asyncio.create_subprocess_exec(
-        context.emacs, "--batch", "-Q", "-L", str(elisp), "-L", str(elisp / "apps"),
-        "-l", str(BENCH_DIR / "agent-bench.el"),
-        cwd=ROOT, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"agent-bench.el {case} failed ({proc.returncode}):\n"
-                           f"{stderr.decode()[-4000:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return await run_emacs_json(
+        [context.emacs, "--batch", "-Q", "-L", str(elisp), "-L", str(elisp / "apps"),
+         "-l", str(BENCH_DIR / "agent-bench.el")],
+        env, f"agent-bench.el {case}", TIMEOUT)
 
 
 async def stream_cost(context: Context) -> list[Metric]:

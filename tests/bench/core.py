@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import statistics
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = ROOT / "tests" / "bench"
@@ -141,3 +142,26 @@ def spread(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> str:
 def read_token(path: str | Path) -> str:
     """Return the bearer token stored in the file PATH."""
     return Path(path).read_text().strip()
+
+
+async def run_emacs_json(command: Sequence[str], env: Mapping[str, str], what: str,
+                         seconds: float) -> dict[str, Any]:
+    """Run the batch Emacs COMMAND in ROOT; return the last JSON line it printed.
+
+    WHAT names it in the error raised when it fails, prints no JSON or
+    outlives SECONDS (it is killed then)."""
+    proc = await asyncio.create_subprocess_exec(
+        *command, cwd=ROOT, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), seconds)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        output = f"{stdout.decode()[-4000:]}\n{stderr.decode()[-4000:]}"
+        raise RuntimeError(f"{what} failed ({proc.returncode}):\n{output}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result

@@ -6,11 +6,9 @@ of each measurement as one line of JSON; this module turns them into metrics.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
-from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, spread
+from .core import BENCH_DIR, Context, Metric, Target, median, run_emacs_json, spread
 
 COUNT = 2000
 ROUNDS = 7
@@ -25,26 +23,8 @@ async def run_emacs(context: Context, count: int = COUNT, rounds: int = ROUNDS) 
         LISPM_BENCH_RPC_COUNT=str(count),
         LISPM_BENCH_RPC_ROUNDS=str(rounds),
     )
-    proc = await asyncio.create_subprocess_exec(
-        *context.emacs_command("-l", str(BENCH_DIR / "rpc-bench.el")),
-        cwd=ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        output = f"{stdout.decode()}\n{stderr.decode()[-4000:]}"
-        raise RuntimeError(f"rpc-bench.el failed ({proc.returncode}):\n{output}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return await run_emacs_json(context.emacs_command("-l", str(BENCH_DIR / "rpc-bench.el")),
+                                env, "rpc-bench.el", TIMEOUT)
 
 
 async def roundtrip(context: Context) -> list[Metric]:
