@@ -52,13 +52,15 @@
 ;; were.  Lines of the form `: note' and `# comment' outside blocks are
 ;; LispM's notes and the user's comments, never the conversation.
 ;;
-;; Git runs in processes queued per sessions directory, one after
-;; the other, never waited for: each turn's commit holds the file as
-;; it was when the turn ended (its text goes to `git hash-object' on
-;; stdin), with the author LispM <lispm@localhost>, no hooks, no
-;; signing and no configuration but the repository's own.  If git is
-;; missing or the directory cannot be made a repository, the session
-;; is saved all the same, with one warning per Emacs session.
+;; Git runs in processes of each sessions directory, never waited
+;; for: each turn's commit holds the file as it was when the turn
+;; ended, with the author LispM <lispm@localhost>, no hooks, no
+;; signing and no configuration but the repository's own.  Emacs
+;; gives a long-lived shell one short line per commit; the shell
+;; copies the file and feeds `git fast-import' (see "Saving and
+;; committing").  If git is missing or the directory cannot be made
+;; a repository, the session is saved all the same, with one warning
+;; per Emacs session.
 
 ;;; Code:
 
@@ -856,18 +858,38 @@ Leading empty lines and trailing blanks are left out."
 
 ;;; Saving and committing
 
+;; The commits of a sessions directory are made in order by one
+;; long-lived pipeline: a small `sh' that Emacs gives one short record
+;; per commit, and the `git fast-import' the shell feeds.  A record
+;; names the commit (its ref, its message, its time) and the file; the
+;; shell copies the file at once, says so (`lispm-copied N'), and gives
+;; git the commit with the copy's bytes.  So Emacs never writes a
+;; file's text to a pipe, and never waits for git to read one.
+;;
+;; The file on disk is the turn's text until LispM writes it again.
+;; Before it does (`lispm-session--write'), the commit still to take
+;; the file is served (`lispm-sessions--keep'): one not given to the
+;; shell yet gets a copy of its own (a copy the kernel makes); one the
+;; shell has, but has not said it copied, gets the file itself by a
+;; hard link, which the shell makes too (whichever comes first makes
+;; it; the other finds it), and the file is then replaced, written
+;; aside and renamed over, not written in place.  The save is never
+;; delayed, and each commit holds the file as its turn left it.
+
 (cl-defstruct (lispm-sessions--queue (:constructor lispm-sessions--make-queue)
                                      (:copier nil))
   "The git commits of one sessions directory, made in order."
   (directory nil :documentation "The directory, a repository of its own.")
-  (pending nil :documentation "The commits not yet given to git, oldest first.")
-  (sent nil :documentation "The serials of the commits given to git, not yet made.")
-  (serial 0 :documentation "The serial of the last commit given to git.")
+  (pending nil :documentation "The commits not yet given to the shell, oldest first.")
+  (copying nil :documentation "The commits given to the shell whose file it has not copied.")
+  (sent nil :documentation "The serials of the commits given to the shell, not yet made.")
+  (serial 0 :documentation "The serial of the last commit given to the shell.")
   (running nil :documentation "Non-nil while a one-off git command runs.")
   (state nil :documentation "nil (not checked yet), `ready' or `broken'.")
   (ref nil :documentation "The branch HEAD names, which LispM commits to; nil: unknown.")
   (branch nil :documentation "`yes' or `no': whether the branch has commits; nil: unknown.")
-  (importer nil :documentation "The `git fast-import' process, or nil.")
+  (importer nil :documentation "The shell feeding `git fast-import', or nil.")
+  (copies nil :documentation "The folder of the shell's copies; nil: not made yet.")
   (fresh nil :documentation "Non-nil until the importer has had its first commit.")
   (output "" :documentation "What the importer said last, for errors.")
   (program nil :documentation "The git program checked.")
@@ -915,8 +937,61 @@ Leading empty lines and trailing blanks are left out."
     "-c" "core.fsmonitor=false")
   "The options every git command of the sessions gets.")
 
-(defun lispm-sessions--start (queue args &rest properties)
-  "Start git with ARGS for QUEUE; PROPERTIES go to `make-process'.
+(defconst lispm-sessions--importer-script
+"exec 3>&1
+dir=$1 tag=$2
+shift 2
+take() {
+  while IFS= read -r line; do
+    case $line in
+      'lispm '*)
+        n=${line#lispm }
+        src=${n#* }
+        n=${n%% *}
+        copy=$dir/$tag$n
+        if ln \"$src\" \"$copy.link\" 2>/dev/null || [ -f \"$copy.link\" ]; then
+          cat \"$copy.link\" > \"$copy\"
+          rm -f \"$copy.link\"
+        else
+          cat \"$src\" > \"$copy\"
+        fi
+        printf 'lispm-copied %s\\n' \"$n\" >&3
+        printf 'lispm %s\\n' \"$n\" ;;
+      *) printf '%s\\n' \"$line\" ;;
+    esac
+  done
+}
+put() {
+  while IFS= read -r line; do
+    case $line in
+      'lispm '*)
+        n=${line#lispm }
+        size=$(wc -c < \"$dir/$tag$n\") || size=0
+        printf 'data %s\\n' $size
+        cat \"$dir/$tag$n\" 2>/dev/null
+        rm -f \"$dir/$tag$n\"
+        printf '\\ncheckpoint\\nprogress lispm %s\\n' \"$n\" ;;
+      *) printf '%s\\n' \"${line#|}\" ;;
+    esac
+  done
+}
+take | put | \"$@\"
+"
+  "The POSIX shell between Emacs and `git fast-import'.
+Its arguments: the folder of its copies, the prefix of their names,
+then the git command it feeds.  It reads lines from Emacs: one that
+starts with `|' is a fast-import command (given without the `|'), and
+`lispm N SOURCE' is the file of commit N.  Of SOURCE it makes a hard
+link (or takes the one Emacs made) and copies it, says `lispm-copied N'
+at once, and gives git the copy as the file's `data', with `checkpoint'
+and `progress lispm N' after: git says that line when N is made.")
+
+(defun lispm-sessions--git-command (queue args)
+  "Return the command line of QUEUE's git, with ARGS."
+  (append (list (lispm-sessions--queue-program queue)) lispm-sessions--git-options args))
+
+(defun lispm-sessions--start (queue command &rest properties)
+  "Start COMMAND for QUEUE; PROPERTIES go to `make-process'.
 Return the process, or nil (with QUEUE's error set) if it cannot start."
   (let* ((directory (lispm-sessions--queue-directory queue))
          (default-directory directory)
@@ -925,8 +1000,7 @@ Return the process, or nil (with QUEUE's error set) if it cannot start."
     (condition-case err
         (apply #'make-process
                :name "lispm-sessions-git"
-               :command (append (list (lispm-sessions--queue-program queue))
-                                lispm-sessions--git-options args)
+               :command command
                :connection-type 'pipe :noquery t
                properties)
       (error (setf (lispm-sessions--queue-error queue) (error-message-string err))
@@ -939,7 +1013,7 @@ after `lispm-session--git-timeout' seconds."
   (let* ((output nil) (timer nil) (called nil)
          (process
           (lispm-sessions--start
-           queue args :coding 'utf-8-unix
+           queue (lispm-sessions--git-command queue args) :coding 'utf-8-unix
            :filter (lambda (_process text) (push text output))
            :sentinel (lambda (process _event)
                        (unless (or called (process-live-p process))
@@ -966,29 +1040,55 @@ after `lispm-session--git-timeout' seconds."
         (puthash directory (lispm-sessions--make-queue :directory directory)
                  lispm-sessions--queues))))
 
+(defun lispm-sessions--copy-name (queue serial &optional suffix)
+  "Return the name of the shell's copy of commit SERIAL of QUEUE, with SUFFIX.
+With SUFFIX \".link\", the name of the hard link it copies from."
+  (expand-file-name (format "%d-%d%s" (emacs-pid) serial (or suffix ""))
+                    (lispm-sessions--queue-copies queue)))
+
+(defun lispm-sessions--forget (queue job)
+  "Delete what Emacs made for JOB, a commit of QUEUE: its copy, its link."
+  (when-let* ((own (plist-get job :own)))
+    (ignore-errors (delete-file own)))
+  (when (plist-get job :linked)
+    (ignore-errors
+      (delete-file (lispm-sessions--copy-name queue (plist-get job :serial) ".link")))))
+
+(defun lispm-sessions--drop-pending (queue)
+  "Give up the commits of QUEUE not given to the shell yet."
+  (dolist (job (lispm-sessions--queue-pending queue))
+    (lispm-sessions--forget queue job))
+  (setf (lispm-sessions--queue-pending queue) nil))
+
 (defun lispm-sessions--break (queue why)
   "Give up committing in QUEUE, because of WHY; the files stay saved."
   (setf (lispm-sessions--queue-state queue) 'broken
-        (lispm-sessions--queue-error queue) why
-        (lispm-sessions--queue-pending queue) nil)
+        (lispm-sessions--queue-error queue) why)
+  (lispm-sessions--drop-pending queue)
   (lispm-sessions--warn "Sessions are saved in %s but not committed: %s"
                         (lispm-sessions--queue-directory queue) why))
 
 (defun lispm-sessions--importer-output (queue text)
-  "Take TEXT, what QUEUE's importer said: count the commits it made."
+  "Take TEXT, what QUEUE's importer said: the files it copied, the commits made."
   (let ((output (concat (lispm-sessions--queue-output queue) text))
         (start 0))
-    (while (string-match "^progress lispm \\([0-9]+\\)\n" output start)
+    (while (string-match "^\\(progress lispm\\|lispm-copied\\) \\([0-9]+\\)\n" output start)
       (setq start (match-end 0))
-      (let ((serial (string-to-number (match-string 1 output))))
-        (while (and (lispm-sessions--queue-sent queue)
-                    (<= (car (lispm-sessions--queue-sent queue)) serial))
-          (pop (lispm-sessions--queue-sent queue))
-          (when (zerop (% (cl-incf (lispm-sessions--queue-done queue))
-                          lispm-sessions--gc-every))
-            ;; Each checkpoint leaves a pack: gather them now and then.
-            (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore))))
-      (setf (lispm-sessions--queue-branch queue) 'yes))
+      (let ((copied (equal (match-string 1 output) "lispm-copied"))
+            (serial (string-to-number (match-string 2 output))))
+        (if copied
+            (while (and (lispm-sessions--queue-copying queue)
+                        (<= (plist-get (car (lispm-sessions--queue-copying queue)) :serial)
+                            serial))
+              (lispm-sessions--forget queue (pop (lispm-sessions--queue-copying queue))))
+          (while (and (lispm-sessions--queue-sent queue)
+                      (<= (car (lispm-sessions--queue-sent queue)) serial))
+            (pop (lispm-sessions--queue-sent queue))
+            (when (zerop (% (cl-incf (lispm-sessions--queue-done queue))
+                            lispm-sessions--gc-every))
+              ;; Each checkpoint leaves a pack: gather them now and then.
+              (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore)))
+          (setf (lispm-sessions--queue-branch queue) 'yes))))
     ;; Keep what may be an error, and the start of a line to come.
     (setf (lispm-sessions--queue-output queue)
           (let ((rest (substring output start)))
@@ -999,7 +1099,13 @@ after `lispm-session--git-timeout' seconds."
   (when (eq process (lispm-sessions--queue-importer queue))
     (setf (lispm-sessions--queue-importer queue) nil
           (lispm-sessions--queue-branch queue) nil)
+    (dolist (job (lispm-sessions--queue-copying queue))
+      (lispm-sessions--forget queue job))
+    (setf (lispm-sessions--queue-copying queue) nil)
     (when-let* ((lost (lispm-sessions--queue-sent queue)))
+      (dolist (serial lost)
+        (ignore-errors (delete-file (lispm-sessions--copy-name queue serial)))
+        (ignore-errors (delete-file (lispm-sessions--copy-name queue serial ".link"))))
       (setf (lispm-sessions--queue-sent queue) nil
             (lispm-sessions--queue-error queue)
             (format "git fast-import: %s"
@@ -1011,14 +1117,49 @@ after `lispm-session--git-timeout' seconds."
     (setf (lispm-sessions--queue-output queue) "")
     (lispm-sessions--next queue)))
 
+(defun lispm-sessions--copies (queue)
+  "Return the folder of the copies of QUEUE's shell, made if need be.
+It is lispm/ in the repository's .git, beside the session files, so
+that a hard link can be made; else a temporary folder of LispM's."
+  (or (lispm-sessions--queue-copies queue)
+      (setf (lispm-sessions--queue-copies queue)
+            (let ((folder (expand-file-name ".git/lispm/"
+                                            (lispm-sessions--queue-directory queue))))
+              (condition-case nil
+                  (progn
+                    (with-file-modes #o700 (make-directory folder t))
+                    ;; What an Emacs that ended without stopping its
+                    ;; shell left: one of this process id, or older.
+                    (let ((mine (format "\\`%d-" (emacs-pid)))
+                          (old (time-subtract nil (* 24 3600))))
+                      (pcase-dolist (`(,name . ,attributes)
+                                     (directory-files-and-attributes folder t "\\`[^.]" t))
+                        (when (or (string-match-p mine (file-name-nondirectory name))
+                                  (time-less-p (file-attribute-modification-time attributes)
+                                               old))
+                          (ignore-errors (delete-file name)))))
+                    folder)
+                (file-error (file-name-as-directory (make-temp-file "lispm-sessions-" t))))))))
+
 (defun lispm-sessions--importer (queue)
-  "Return QUEUE's running `git fast-import', started if need be, or nil."
-  (let ((importer (lispm-sessions--queue-importer queue)))
-    (if (process-live-p importer)
-        importer
+  "Return QUEUE's running importer, started if need be, or nil.
+It is a shell running `lispm-sessions--importer-script', which feeds
+`git fast-import'."
+  (let ((importer (lispm-sessions--queue-importer queue))
+        (shell (executable-find "sh")))
+    (cond
+     ((process-live-p importer) importer)
+     ((not shell)
+      (setf (lispm-sessions--queue-error queue) "sh was not found")
+      nil)
+     (t
       (setq importer
             (lispm-sessions--start
-             queue '("-c" "core.compression=1" "fast-import" "--quiet" "--date-format=raw")
+             queue (append (list shell "-c" lispm-sessions--importer-script "lispm-sessions"
+                                 (lispm-sessions--copies queue) (format "%d-" (emacs-pid)))
+                           (lispm-sessions--git-command
+                            queue '("-c" "core.compression=1" "fast-import" "--quiet"
+                                    "--date-format=raw")))
              :coding 'binary
              :filter (lambda (_process text) (lispm-sessions--importer-output queue text))
              :sentinel (lambda (process _event)
@@ -1027,27 +1168,34 @@ after `lispm-session--git-timeout' seconds."
       (setf (lispm-sessions--queue-importer queue) importer
             (lispm-sessions--queue-fresh queue) t
             (lispm-sessions--queue-output queue) "")
-      importer)))
+      importer))))
 
-(defun lispm-sessions--data (bytes)
-  "Return BYTES, a unibyte string, as a `data' command of git fast-import."
-  (concat (format "data %d\n" (length bytes)) bytes "\n"))
-
-(defun lispm-sessions--stream (queue job)
-  "Return the fast-import commands of JOB in QUEUE, a unibyte string."
-  (let ((time (format "%d +0000" (plist-get job :time))))
-    (concat (format "commit %s\n" (lispm-sessions--queue-ref queue))
-            (format "author LispM <lispm@localhost> %s\n" time)
-            (format "committer LispM <lispm@localhost> %s\n" time)
-            (lispm-sessions--data (encode-coding-string (plist-get job :message) 'utf-8-unix t))
+(defun lispm-sessions--record (queue job)
+  "Return the lines that give JOB, a commit, to QUEUE's shell: unibyte, short.
+They are the commit's fast-import commands, each after a `|', but the
+file's text: for it the line `lispm SERIAL SOURCE'.  The message is
+made one line."
+  (let ((time (format "%d +0000" (plist-get job :time)))
+        (ref (encode-coding-string (lispm-sessions--queue-ref queue) 'utf-8-unix t))
+        (message (encode-coding-string
+                  (replace-regexp-in-string "[\n\0]+" " " (plist-get job :message) t t)
+                  'utf-8-unix t)))
+    (concat "|commit " ref "\n"
+            (format "|author LispM <lispm@localhost> %s\n" time)
+            (format "|committer LispM <lispm@localhost> %s\n" time)
+            (format "|data %d\n" (length message))
+            "|" message "\n"
             (if (and (lispm-sessions--queue-fresh queue)
                      (eq (lispm-sessions--queue-branch queue) 'yes))
-                (format "from %s^0\n" (lispm-sessions--queue-ref queue))
+                (concat "|from " ref "^0\n")
               "")
-            (format "M 100644 inline %s\n"
-                    (encode-coding-string (plist-get job :path) 'utf-8-unix t))
-            (lispm-sessions--data (plist-get job :content))
-            (format "checkpoint\nprogress lispm %d\n" (plist-get job :serial)))))
+            "|M 100644 inline " (encode-coding-string (plist-get job :path) 'utf-8-unix t) "\n"
+            (format "lispm %d " (plist-get job :serial))
+            (encode-coding-string (plist-get job :source)
+                                  (or file-name-coding-system
+                                      default-file-name-coding-system)
+                                  t)
+            "\n")))
 
 (defun lispm-sessions--send (queue)
   "Give QUEUE's pending commits to its importer."
@@ -1056,13 +1204,14 @@ after `lispm-session--git-timeout' seconds."
         (lispm-sessions--break queue (format "git fast-import does not start: %s"
                                              (lispm-sessions--queue-error queue)))
       (while (lispm-sessions--queue-pending queue)
-        (let* ((job (pop (lispm-sessions--queue-pending queue)))
-               (serial (cl-incf (lispm-sessions--queue-serial queue))))
-          (setf (plist-get job :serial) serial)
+        (let ((job (pop (lispm-sessions--queue-pending queue))))
+          (plist-put job :serial (cl-incf (lispm-sessions--queue-serial queue)))
           (setf (lispm-sessions--queue-sent queue)
-                (nconc (lispm-sessions--queue-sent queue) (list serial)))
+                (nconc (lispm-sessions--queue-sent queue) (list (plist-get job :serial)))
+                (lispm-sessions--queue-copying queue)
+                (nconc (lispm-sessions--queue-copying queue) (list job)))
           (condition-case nil
-              (process-send-string importer (lispm-sessions--stream queue job))
+              (process-send-string importer (lispm-sessions--record queue job))
             ;; Gone meanwhile: its sentinel fails what it did not commit.
             (error nil))
           (setf (lispm-sessions--queue-fresh queue) nil))))))
@@ -1077,7 +1226,7 @@ after `lispm-session--git-timeout' seconds."
                   (lispm-sessions--next queue))))
       (cond
        ((eq (lispm-sessions--queue-state queue) 'broken)
-        (setf (lispm-sessions--queue-pending queue) nil))
+        (lispm-sessions--drop-pending queue))
        ((null (lispm-sessions--queue-pending queue)))
        ((and (null (lispm-sessions--queue-state queue))
              (not (file-exists-p (expand-file-name ".git" directory))))
@@ -1124,8 +1273,10 @@ after `lispm-session--git-timeout' seconds."
                                               (string-trim output))))))))))
        (t (lispm-sessions--send queue))))))
 
-(defun lispm-sessions--enqueue (file content message)
-  "Queue a commit of FILE, with CONTENT as its text, and MESSAGE."
+(defun lispm-sessions--enqueue (file message)
+  "Queue a commit of FILE, as it is on disk now, with MESSAGE.
+FILE was just written; `lispm-sessions--keep' keeps it for the commit
+before it is written again."
   (let* ((directory (file-name-directory file))
          (queue (lispm-sessions--queue directory))
          (program lispm-sessions-git-program))
@@ -1140,15 +1291,65 @@ after `lispm-session--git-timeout' seconds."
         (lispm-sessions--break
          queue (format-message "git (`lispm-sessions-git-program', %S) was not found"
                                program))))
-    (unless (eq (lispm-sessions--queue-state queue) 'broken)
+    (cond
+     ((eq (lispm-sessions--queue-state queue) 'broken))
+     ((string-search "\n" file)
+      (lispm-sessions--warn "Session %s is saved but not committed: a newline in its name"
+                            file))
+     (t
       (setf (lispm-sessions--queue-pending queue)
             (nconc (lispm-sessions--queue-pending queue)
-                   (list (list :path (file-relative-name
+                   (list (list :file file :source file
+                               :path (file-relative-name
                                       file (lispm-sessions--queue-directory queue))
-                               :content (encode-coding-string content 'utf-8-unix t)
                                :message message
-                               :time (truncate (float-time))))))
-      (lispm-sessions--next queue))))
+                               :time (truncate (float-time))
+                               :serial nil :own nil :linked nil))))
+      (lispm-sessions--next queue)))))
+
+(defun lispm-sessions--keep (file)
+  "Keep FILE as it is for the commit that is to take it, if one is to.
+Call this before FILE is written again.  Return non-nil if FILE must
+then be replaced (a new file renamed over it), not written in place:
+the shell may be copying it."
+  (when-let* ((queue (gethash (file-name-as-directory (expand-file-name (file-name-directory file)))
+                               lispm-sessions--queues)))
+    (let* ((its (lambda (job) (equal (plist-get job :file) file)))
+           (pending (cl-find-if its (lispm-sessions--queue-pending queue) :from-end t))
+           (job (or pending
+                    (cl-find-if its (lispm-sessions--queue-copying queue) :from-end t))))
+      (when (and job (equal (plist-get job :source) file) (not (plist-get job :linked)))
+        (if pending
+            ;; The shell has not seen it: a copy of the commit's own,
+            ;; beside the shell's copies, or before there are any (no
+            ;; repository yet) beside the file.
+            (let ((copy (ignore-errors
+                          (make-temp-file
+                           (expand-file-name (if (lispm-sessions--queue-copies queue)
+                                                 "lispm-session-"
+                                               ".lispm-copy-")
+                                             (or (lispm-sessions--queue-copies queue)
+                                                 (lispm-sessions--queue-directory queue)))))))
+              (condition-case nil
+                  (when copy
+                    (copy-file file copy t)
+                    (plist-put job :source copy)
+                    (plist-put job :own copy))
+                (file-error (ignore-errors (delete-file copy))))
+              nil)
+          ;; The shell may be copying it now: its inode stays for it.
+          (let ((link (lispm-sessions--copy-name queue (plist-get job :serial) ".link")))
+            (plist-put job :linked t)
+            (condition-case nil
+                (add-name-to-file file link)
+              ;; The shell made it first.
+              (file-already-exists nil)
+              ;; No hard links there: a copy, whole when it gets the name.
+              (file-error
+               (ignore-errors
+                 (copy-file file (concat link ".tmp") t)
+                 (rename-file (concat link ".tmp") link t))))
+            t))))))
 
 (defun lispm-sessions--busy-p ()
   "Return non-nil if a commit of the sessions is waiting or being made."
@@ -1166,17 +1367,35 @@ benchmarks only: LispM itself never waits for git."
       (accept-process-output nil 0.02))
     (not (lispm-sessions--busy-p))))
 
+(defun lispm-session--replace (file bytes)
+  "Write BYTES to a new file, which then takes FILE's place.
+The current buffer visits FILE, as if BYTES, its text, were written
+there; the old file stays whole for whoever has a link to it."
+  (let ((temp (make-temp-file (expand-file-name ".lispm-save-" (file-name-directory file)))))
+    (condition-case err
+        (progn
+          (when-let* ((modes (file-modes file)))
+            (set-file-modes temp modes))
+          (write-region bytes nil temp nil file)
+          (rename-file temp file t))
+      (error (ignore-errors (delete-file temp))
+             (signal (car err) (cdr err))))))
+
 (defun lispm-session--write (file)
   "Write the current buffer to FILE, its session file.
 Only the text from the first change on is written when the file holds
-the rest already, byte for byte; else all of it."
-  (let* ((coding-system-for-write 'utf-8-unix)
+the rest already, byte for byte; else all of it.  A commit still to
+take FILE is served first (`lispm-sessions--keep').  The text is
+encoded first, then written as bytes: `write-region' encoding a
+buffer costs ten times more."
+  (let* ((coding-system-for-write 'no-conversion)
          (inhibit-message t)
          (write-region-annotate-functions nil)
          (write-region-post-annotation-function nil)
          (total (1- (position-bytes (point-max))))
          (from (or lispm-session--dirty (point-max)))
-         (offset (1- (position-bytes from))))
+         (offset (1- (position-bytes from)))
+         (replace (and (file-exists-p file) (lispm-sessions--keep file))))
     (unless (or (verify-visited-file-modtime) (not (file-exists-p file)))
       ;; Written behind LispM's back: keep that version, then write ours.
       (let ((kept (format "%s.%s.outside" file (format-time-string "%Y%m%d-%H%M%S"))))
@@ -1186,20 +1405,23 @@ the rest already, byte for byte; else all of it."
                                  file kept)))
       (set-visited-file-modtime)
       (setq lispm-session--saved-bytes nil))
-    (let ((partial (and lispm-session--saved-bytes
-                        (memq #'lispm-session--note-change after-change-functions)
-                        (<= offset lispm-session--saved-bytes total)
-                        (eql (file-attribute-size (file-attributes file))
-                             lispm-session--saved-bytes)
-                        ;; A raw byte is one byte in the file but two in
-                        ;; the buffer: then the offsets do not hold.
-                        (= (length (encode-coding-string
-                                    (buffer-substring-no-properties from (point-max))
-                                    'utf-8-unix t))
-                           (- total offset)))))
-      (if partial
-          (write-region from (point-max) file offset file)
-        (write-region nil nil file nil file))
+    (let* ((partial (and (not replace)
+                         lispm-session--saved-bytes
+                         (memq #'lispm-session--note-change after-change-functions)
+                         (<= offset lispm-session--saved-bytes total)
+                         (eql (file-attribute-size (file-attributes file))
+                              lispm-session--saved-bytes)))
+           (encode (lambda (beg)
+                     (encode-coding-string (buffer-substring-no-properties beg (point-max))
+                                           'utf-8-unix t)))
+           (bytes (funcall encode (if partial from (point-min)))))
+      ;; A raw byte is one byte in the file but two in the buffer: then
+      ;; the offsets do not hold.
+      (when (and partial (/= (length bytes) (- total offset)))
+        (setq partial nil bytes (funcall encode (point-min))))
+      (cond (replace (lispm-session--replace file bytes))
+            (partial (write-region bytes nil file offset file))
+            (t (write-region bytes nil file nil file)))
       (setq lispm-session--dirty nil
             lispm-session--saved-bytes
             (and (eql (file-attribute-size (file-attributes file)) total) total)))))
@@ -1233,9 +1455,7 @@ is, unsaved."
                 (unless (file-directory-p directory)
                   (with-file-modes #o700 (make-directory directory t)))
                 (lispm-session--write file)
-                (lispm-sessions--enqueue file (buffer-substring-no-properties
-                                               (point-min) (point-max))
-                                         message)
+                (lispm-sessions--enqueue file message)
                 t)
             (file-error
              (display-warning 'lispm-session

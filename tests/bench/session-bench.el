@@ -21,8 +21,14 @@
 ;; - each `lispm-session-end-turn' (saving the file, queueing the commit
 ;;   and starting git if the queue was idle): `blocked';
 ;; - everything Emacs does for git besides: each `make-process' of the
-;;   queue and each call of its processes' filters and sentinels (advice
-;;   in this file only): `git_callbacks', the sum per turn.
+;;   queue (the one-off git commands and the long-lived shell that feeds
+;;   `git fast-import') and each call of its processes' filters and
+;;   sentinels (advice in this file only): `git_callbacks', the sum per
+;;   turn.
+;;
+;; It also counts the saves that found the shell still copying the
+;; file of the turn before, and so replaced the file rather than write
+;; it in place: `replaced'.
 ;;
 ;; Then it waits for the queue, reads the log with `git log' and prints
 ;; one line of JSON: the times, the seconds from the last turn to the
@@ -59,6 +65,15 @@
                                          (apply #'session-bench--timed function event))))))
     (apply #'session-bench--timed make-process args)))
 
+(defvar session-bench--replaced 0
+  "How many saves replaced the session file, the shell still copying it.")
+
+(defun session-bench--keep (keep &rest args)
+  "Call KEEP with ARGS, counting the saves it has replace the file."
+  (let ((replace (apply keep args)))
+    (when replace (cl-incf session-bench--replaced))
+    replace))
+
 (defun session-bench--git (directory &rest args)
   "Return the output of git with ARGS in DIRECTORY (outside the timed part)."
   (with-temp-buffer
@@ -67,7 +82,7 @@
     (buffer-string)))
 
 (defun session-bench-run ()
-  "Play the turns, and print the measurements as JSON."
+  "Play the turns and print the measurements as JSON."
   (let* ((work (file-name-as-directory (make-temp-file "lispm-bench-session" t)))
          (lispm-sessions-directory (expand-file-name "sessions/" work))
          (project (expand-file-name "project/" work))
@@ -83,6 +98,7 @@
          buffer last-end)
     (make-directory project t)
     (advice-add 'make-process :around #'session-bench--make-process)
+    (advice-add 'lispm-sessions--keep :around #'session-bench--keep)
     (unwind-protect
         (progn
           (setq buffer (lispm-session-create project "scripted" "emacs"))
@@ -126,6 +142,7 @@
                             :drained (if drained t :json-false)
                             :commits (length log)
                             :in_order (if (equal log wanted) t :json-false)
+                            :replaced session-bench--replaced
                             :packs (length (directory-files
                                             (expand-file-name ".git/objects/pack"
                                                               lispm-sessions-directory)
@@ -137,6 +154,7 @@
               (terpri))))
       (lispm-sessions-stop)
       (advice-remove 'make-process #'session-bench--make-process)
+      (advice-remove 'lispm-sessions--keep #'session-bench--keep)
       (when (buffer-live-p buffer)
         (with-current-buffer buffer (set-buffer-modified-p nil))
         (kill-buffer buffer))

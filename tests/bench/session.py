@@ -3,8 +3,10 @@
 The timing happens in a batch Emacs (`session-bench.el`), which plays 50
 turns of an own agent's session, one every 100 ms, and prints the time of
 each `lispm-session-end-turn`, the time Emacs spent in the sessions' git
-processes' starts and callbacks, and whether git made the 50 commits in
-order; this module turns them into metrics.
+processes' starts and callbacks (the one-off git commands and the shell
+that feeds `git fast-import`), whether git made the 50 commits in order,
+and how many saves had to replace the file because the shell was still
+copying it; this module turns them into metrics.
 """
 
 from __future__ import annotations
@@ -59,5 +61,6 @@ async def commit(context: Context) -> list[Metric]:
                note="Emacs's time in the git processes' starts and callbacks per turn, median"),
         Metric("agent_commit_in_order", 1.0 if in_order else 0.0, "bool", Target(">=", 1),
                f"{data['commits']} commits for {data['turns']} turns, "
-               f"the last {data['drain_s'] * 1000:.0f} ms after its turn"),
+               f"the last {data['drain_s'] * 1000:.0f} ms after its turn; "
+               f"{data['replaced']} saves replaced the file the shell was copying"),
     ]

@@ -504,7 +504,12 @@ Return the neutral messages the turn should read back as."
         (should (equal (split-string (lispm-session-test--git sessions "log" "--reverse" "--format=%s")
                                      "\n" t)
                        (cl-loop for i from 1 to 50
-                                collect (format "session %s turn %d: turn number %d" id i i))))))))
+                                collect (format "session %s turn %d: turn number %d" id i i)))))
+      ;; Each turn before the repository was made had a copy of its
+      ;; own, beside the file; none is left.
+      (should (equal (directory-files sessions nil "\\`\\.lispm") nil))
+      (should (equal (directory-files (expand-file-name ".git/lispm" sessions) nil "\\`[^.]")
+                     nil)))))
 
 (ert-deftest lispm-session-test-commits-go-on-an-existing-history ()
   "In a repository of the user's, on HEAD's branch; and again after git restarts."
@@ -589,6 +594,105 @@ Even inside another repository, whose index and refs stay as they were."
                           (buffer-local-value 'lispm-session-file buffer))
                          (with-current-buffer buffer (buffer-string)))))
         (should (= (lispm-session-test--warnings) 1))))))
+
+(defun lispm-session-test--slow-git (directory seconds)
+  "Return a git program in DIRECTORY whose fast-import sleeps SECONDS first."
+  (let ((git (expand-file-name "slow-git" directory)))
+    (with-temp-file git
+      (insert (format "#!/bin/sh\ncase \" $* \" in *\" fast-import \"*) sleep %s ;; esac\nexec %s \"$@\"\n"
+                      seconds (shell-quote-argument (executable-find "git")))))
+    (set-file-modes git #o755)
+    git))
+
+(defun lispm-session-test--commits (sessions file count)
+  "Return the texts of FILE in the last COUNT commits in SESSIONS, oldest first."
+  (cl-loop for back from (1- count) downto 0
+           collect (lispm-session-test--git
+                    sessions "show" (format "HEAD~%d:%s" back (file-name-nondirectory file)))))
+
+(ert-deftest lispm-session-test-a-big-turn-does-not-wait-for-git ()
+  "Ending a turn of a 1 MB session costs Emacs little, while git is slow.
+Git's fast-import waits 2 s before it reads: no write to its pipes,
+and no `lispm-session-end-turn', takes long (a pipe git does not read
+took that long); each commit still holds the file as its turn left it."
+  (lispm-session-test--with-dirs
+    (let* ((lispm-sessions-git-program (lispm-session-test--slow-git project 2))
+           (longest-send 0.0)
+           (timed-send (lambda (send &rest args)
+                         (let ((start (float-time)))
+                           (prog1 (apply send args)
+                             (setq longest-send (max longest-send (- (float-time) start)))))))
+           (buffer (lispm-session-create project))
+           (file (buffer-local-value 'lispm-session-file buffer))
+           (line (concat (make-string 1000 ?x) "\n"))
+           (texts nil)
+           (ended nil))
+      (advice-add 'process-send-string :around timed-send)
+      (unwind-protect
+          (progn
+            (dotimes (i 2)
+              (lispm-session-test--turn
+               buffer (concat (format "turn %d\n" i) (apply #'concat (make-list 1050 line)))
+               '(("ok")))
+              (let ((start (float-time)))
+                (lispm-session-end-turn buffer)
+                (push (- (float-time) start) ended))
+              (push (lispm-session-test--file-text file) texts)
+              (when (= i 0)
+                ;; The second turn ends once the first is the shell's,
+                ;; while its git still sleeps.
+                (let ((queue (gethash sessions lispm-sessions--queues))
+                      (deadline (+ (float-time) 10)))
+                  (while (and (not (process-live-p (lispm-sessions--queue-importer queue)))
+                              (< (float-time) deadline))
+                    (accept-process-output nil 0.01))
+                  (should (lispm-sessions--queue-sent queue))
+                  (should (> (file-attribute-size (file-attributes file)) (* 1024 1024))))))
+            (should (< (apply #'max ended) 0.25))
+            (should (< longest-send 0.25))
+            (should (lispm-sessions-wait-for-commits 30))
+            (should (equal (lispm-session-test--commits sessions file 2) (nreverse texts))))
+        (advice-remove 'process-send-string timed-send)))))
+
+(ert-deftest lispm-session-test-turns-quicker-than-the-shell-keep-their-text ()
+  "Turns that end before the shell copied the last one: each commit is its own.
+The file is then replaced, not written in place, and nothing the
+copies needed is left behind."
+  (lispm-session-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (file (buffer-local-value 'lispm-session-file buffer))
+           (line (concat (make-string 200 ?y) "\n"))
+           (inodes nil)
+           (texts nil))
+      (lispm-session-test--turn buffer "first" '(("ok")))
+      (lispm-session-end-turn buffer)
+      (should (lispm-sessions-wait-for-commits 30))
+      ;; The shell's pipeline (not the shell Emacs started: Emacs
+      ;; would see that stopped) is held, as a busy machine may hold
+      ;; it: ten turns end meanwhile.
+      (let* ((shell (process-id (lispm-sessions--queue-importer
+                                 (gethash sessions lispm-sessions--queues))))
+             (held (cl-remove-if-not
+                    (lambda (pid) (eql (alist-get 'ppid (process-attributes pid)) shell))
+                    (list-system-processes))))
+        (should held)
+        (dolist (pid held) (signal-process pid 'SIGSTOP))
+        (unwind-protect
+            (dotimes (i 10)
+              (lispm-session-test--turn buffer (format "turn %d\n%s" i
+                                                       (apply #'concat (make-list 500 line)))
+                                        '(("ok")))
+              (lispm-session-end-turn buffer)
+              (push (file-attribute-inode-number (file-attributes file)) inodes)
+              (push (lispm-session-test--file-text file) texts))
+          (dolist (pid held) (signal-process pid 'SIGCONT))))
+      (should (lispm-sessions-wait-for-commits 30))
+      (should (equal (lispm-session-test--commits sessions file 10) (nreverse texts)))
+      (should (> (length (delete-dups inodes)) 1))
+      (should (equal (directory-files (expand-file-name ".git/lispm" sessions) nil "\\`[^.]")
+                     nil))
+      (should (equal (directory-files sessions nil "\\`\\.lispm") nil))
+      (should (= (lispm-session-test--warnings) 0)))))
 
 ;;; Listing
 
