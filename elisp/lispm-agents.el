@@ -551,9 +551,9 @@ activity (null when nothing says)."
         :role (symbol-name (lispm-actor-effective-role agent))
         :folder (directory-file-name (lispm-actor-folder agent))
         :state (symbol-name (lispm-agent-display-state agent))
-        :activity (if-let* ((activity (lispm-actor-activity agent)))
-                      (symbol-name activity)
-                    :null)))
+        ;; nil is JSON's null on the link (jsonrpc.el's :null-object).
+        :activity (and (lispm-actor-activity agent)
+                       (symbol-name (lispm-actor-activity agent)))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) _params)
   "Return every live actor with its name, kind, role, folder, state and activity."

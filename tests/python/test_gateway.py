@@ -751,20 +751,36 @@ async def test_status_long_and_a_wrong_key() -> None:
 
 # ================================================================ the real CLIs
 
-MCP_STUB = '''
-"""A stdio MCP server with one tool, for the gateway's real-CLI tests."""
-from mcp.server.mcpserver import MCPServer
+MCP_STUB = r'''
+"""A stdio MCP server with one tool, for the gateway's real-CLI tests.
 
-server = MCPServer(name="lispm")
+Plain Python, so it answers within milliseconds: `codex exec` sends its
+first request without waiting long for MCP servers, and one that takes
+the MCP SDK's 1.7 s to import (on a slow machine) is not offered."""
+import json
+import sys
 
-
-@server.tool()
-def list_agents() -> dict[str, list[str]]:
-    """List the agents LispM knows."""
-    return {"agents": ["alpha-agent", "beta-agent"]}
-
-
-server.run("stdio")
+TOOL = {"name": "list_agents", "description": "List the agents LispM knows.",
+        "inputSchema": {"type": "object", "properties": {}}}
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {"listChanged": False}},
+                  "serverInfo": {"name": "lispm", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [TOOL]}
+    elif method == "tools/call":
+        agents = {"agents": ["alpha-agent", "beta-agent"]}
+        result = {"content": [{"type": "text", "text": json.dumps(agents)}],
+                  "structuredContent": agents, "isError": False}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+    sys.stdout.flush()
 '''
 
 ROLL_CALL = [{"match": "roll call", "steps": [
