@@ -379,6 +379,7 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
   (let ((value (org-entry-get nil "LISPM_TURN" t)))
     (and value (string-to-number value))))
 
+;;;###autoload
 (defun lispm-agent-revert-turn (agent number)
   "Take back everything turn NUMBER of AGENT changed.
 Interactively, the turn point is in, or the last one.  The user's own
@@ -473,6 +474,7 @@ with \[lispm-agent-interrupt]; revert the turn at point with
                                 nil)
                        (lispm-error (lispm-error-message err)))))))))))
 
+;;;###autoload
 (defun lispm-agent-compact (agent)
   "Compact the session of AGENT, up to its last turn.
 The summary is a heading you can read and edit; the old turns stay in
