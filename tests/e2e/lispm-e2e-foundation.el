@@ -75,8 +75,9 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
     (let ((text (buffer-string)))
       (dolist (agent agents)
         (should (string-match-p
-                 (format "%s +%s +%s +%s +0 +%d"
+                 (format "%s +%s +%s +%s +%s +0 +%d"
                          (lispm-agent-name agent) (lispm-agent-kind agent)
+                         (lispm-actor-effective-role agent)
                          (regexp-quote (abbreviate-file-name (lispm-agent-folder agent)))
                          (lispm-agent-display-state agent)
                          (lispm-agent-port agent))
