@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from . import PROTOCOL_VERSION, __version__, protocol
 from .agent import Agent, Services
@@ -24,7 +24,6 @@ from .emacs_tools import LispTools
 from .errors import LispmError
 from .kinds.claude.ide_lock import clean_stale_locks, scanned_config_dirs
 from .ledger import Ledger
-from .models.stream import ModelStreams
 from .protocol import (
     ActorActivityParams,
     AgentActivityParams,
@@ -53,6 +52,9 @@ from .protocol import (
     LedgerParams,
     LedgerResult,
     MessageSentResult,
+    ModelCancelParams,
+    ModelCancelResult,
+    ModelStreamParams,
     PingEmacsParams,
     PingEmacsResult,
     ReplyParams,
@@ -63,6 +65,9 @@ from .protocol import (
 from .rpc import EmacsLink
 from .runtime import remove_orphans, runtime_root
 from .watchers import Inotify
+
+if TYPE_CHECKING:
+    from .models.stream import ModelStreams
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +104,7 @@ class Sidecar:
         self._inotify: Inotify | None = None
         self.mirror = EditorMirror()
         self.lisp_tools = LispTools(link)
-        self.models = ModelStreams(link)
+        self._models: ModelStreams | None = None
         link.serve(protocol.HELLO, self.hello)
         link.serve(protocol.AGENT_START, self.agent_start)
         link.serve(protocol.AGENT_ATTACHED, self.agent_attached)
@@ -121,8 +126,25 @@ class Sidecar:
         link.serve(protocol.PING_EMACS, self.ping_emacs)
         link.serve(protocol.STATS, self.stats)
         link.serve(protocol.SHUTDOWN, self.shutdown)
-        link.serve(protocol.MODEL_STREAM, self.models.start)
-        link.serve(protocol.MODEL_CANCEL, self.models.cancel)
+        link.serve(protocol.MODEL_STREAM, self.model_stream)
+        link.serve(protocol.MODEL_CANCEL, self.model_cancel)
+
+    @property
+    def models(self) -> ModelStreams:
+        """The model streams, made (and the dialects imported) at the first one."""
+        if self._models is None:
+            from .models.stream import ModelStreams
+
+            self._models = ModelStreams(self.link)
+        return self._models
+
+    async def model_stream(self, params: ModelStreamParams) -> Empty:
+        """Start a model stream; see `ModelStreams.start`."""
+        return await self.models.start(params)
+
+    async def model_cancel(self, params: ModelCancelParams) -> ModelCancelResult:
+        """Cancel a model stream; see `ModelStreams.cancel`."""
+        return await self.models.cancel(params)
 
     @property
     def agents(self) -> Agents:
@@ -347,7 +369,8 @@ class Sidecar:
 
     async def shutdown(self, params: Empty) -> Empty:
         """Stop every agent's server, delete their files, and exit after answering."""
-        await self.models.close()
+        if self._models is not None:
+            await self._models.close()
         await self.agents.stop_all(keep_files=False)
         asyncio.get_running_loop().call_soon(self.stopping.set)
         return {}
