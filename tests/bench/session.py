@@ -11,11 +11,18 @@ copying it; this module turns them into metrics.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
-from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, percentile, spread
+from .core import (
+    BENCH_DIR,
+    Context,
+    Metric,
+    Target,
+    median,
+    percentile,
+    run_emacs_json,
+    spread,
+)
 
 TURNS = 50
 TIMEOUT = 300
@@ -24,26 +31,9 @@ TIMEOUT = 300
 async def run_emacs(context: Context, turns: int = TURNS) -> dict[str, Any]:
     """Run `session-bench.el` and return the JSON it printed."""
     env = context.env(context.runtime_dir("session"), LISPM_BENCH_SESSION_TURNS=str(turns))
-    proc = await asyncio.create_subprocess_exec(
-        *context.emacs_command("-l", str(BENCH_DIR / "session-bench.el")),
-        cwd=ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        output = f"{stdout.decode()}\n{stderr.decode()[-4000:]}"
-        raise RuntimeError(f"session-bench.el failed ({proc.returncode}):\n{output}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return await run_emacs_json(
+        context.emacs_command("-l", str(BENCH_DIR / "session-bench.el")), env,
+        "session-bench.el", TIMEOUT)
 
 
 async def commit(context: Context) -> list[Metric]:

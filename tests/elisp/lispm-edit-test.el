@@ -22,25 +22,7 @@ Buffers visiting files there are killed afterwards."
          (make-backup-files nil))
      (unwind-protect
          (progn ,@body)
-       (dolist (buffer (buffer-list))
-         (when (and (buffer-file-name buffer)
-                    (string-prefix-p folder (buffer-file-name buffer)))
-           (with-current-buffer buffer (set-buffer-modified-p nil))
-           (kill-buffer buffer)))
-       (delete-directory folder t))))
-
-(defun lispm-edit-test--write (folder name text)
-  "Write TEXT to the file NAME in FOLDER; return the file's name."
-  (let ((file (expand-file-name name folder)))
-    (make-directory (file-name-directory file) t)
-    (with-temp-file file (insert text))
-    file))
-
-(defun lispm-edit-test--read (file)
-  "Return FILE's text on disk."
-  (with-temp-buffer
-    (insert-file-contents file)
-    (buffer-string)))
+       (lispm-test-remove-folder folder))))
 
 (defun lispm-edit-test--type (buffer position text)
   "Insert TEXT at POSITION in BUFFER as one user command does."
@@ -61,14 +43,14 @@ Buffers visiting files there are killed afterwards."
   (mapcar (lambda (file)
             (list (and (find-buffer-visiting file)
                        (with-current-buffer (find-buffer-visiting file) (buffer-string)))
-                  (and (file-exists-p file) (lispm-edit-test--read file))))
+                  (and (file-exists-p file) (lispm-test-read-file file))))
           files))
 
 ;;; Reading
 
 (ert-deftest lispm-edit-test-file-text-is-what-emacs-sees ()
   (lispm-edit-test--in-folder
-    (let ((file (lispm-edit-test--write folder "a.txt" "disk\n")))
+    (let ((file (lispm-test-write-file folder "a.txt" "disk\n")))
       (should (equal (lispm-edit-file-text file) "disk\n"))
       (with-current-buffer (find-file-noselect file)
         (goto-char (point-min))
@@ -83,7 +65,7 @@ Buffers visiting files there are killed afterwards."
 (ert-deftest lispm-edit-test-each-agent-edit-is-one-undo-step ()
   "The user types between two agent edits; one undo takes back only the last."
   (lispm-edit-test--in-folder
-    (let* ((file (lispm-edit-test--write folder "u.el" "(a)\n(b)\n(c)\n"))
+    (let* ((file (lispm-test-write-file folder "u.el" "(a)\n(b)\n(c)\n"))
            (buffer (find-file-noselect file)))
       (with-current-buffer buffer (buffer-enable-undo))
       (lispm-edit-test--type buffer 1 ";; one\n")
@@ -91,7 +73,7 @@ Buffers visiting files there are killed afterwards."
         (should (lispm-change-p first))
         (should (equal (lispm-change-before first) "b"))
         (should (equal (lispm-change-after first) "B")))
-      (should (equal (lispm-edit-test--read file) ";; one\n(a)\n(B)\n(c)\n"))
+      (should (equal (lispm-test-read-file file) ";; one\n(a)\n(B)\n(c)\n"))
       (lispm-edit-test--type buffer (with-current-buffer buffer (point-max)) ";; two\n")
       (let ((second (lispm-edit-replace buffer ";; one\n(a)\n(B)\n(C C)\n;; two\n")))
         (should (equal (lispm-change-before second) "c"))
@@ -112,7 +94,7 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-a-failed-save-puts-the-text-back ()
   (lispm-edit-test--in-folder
-    (let* ((file (lispm-edit-test--write folder "s.txt" "one\n"))
+    (let* ((file (lispm-test-write-file folder "s.txt" "one\n"))
            (buffer (find-file-noselect file)))
       (with-current-buffer buffer
         (add-hook 'write-contents-functions (lambda () (error "No saving today")) nil t))
@@ -120,20 +102,20 @@ Buffers visiting files there are killed afterwards."
       (with-current-buffer buffer
         (should (equal (buffer-string) "one\n"))
         (should-not (buffer-modified-p)))
-      (should (equal (lispm-edit-test--read file) "one\n")))))
+      (should (equal (lispm-test-read-file file) "one\n")))))
 
 ;;; Revert
 
 (ert-deftest lispm-edit-test-revert-keeps-the-users-edits-elsewhere ()
   "Two files edited and a third created; the user edits elsewhere; revert."
   (lispm-edit-test--in-folder
-    (let* ((a (lispm-edit-test--write folder "a.txt" "alpha\nbeta\ngamma\n"))
-           (b (lispm-edit-test--write folder "b.txt" "one\ntwo\nthree\n"))
+    (let* ((a (lispm-test-write-file folder "a.txt" "alpha\nbeta\ngamma\n"))
+           (b (lispm-test-write-file folder "b.txt" "one\ntwo\nthree\n"))
            (c (expand-file-name "new/dir/c.txt" folder))
            (changes (list (lispm-edit-replace a "alpha\nBETA\ngamma\n" :save t)
                           (lispm-edit-replace b "one\ntwo\nthree\nfour\n" :save t)
                           (lispm-edit-replace c "brand new\n" :save t))))
-      (should (equal (lispm-edit-test--read c) "brand new\n"))
+      (should (equal (lispm-test-read-file c) "brand new\n"))
       (should (lispm-change-created (nth 2 changes)))
       (should-not (lispm-change-created (car changes)))
       ;; The user edits a.txt above and below the agent's text, unsaved,
@@ -150,11 +132,11 @@ Buffers visiting files there are killed afterwards."
         (should (equal (buffer-string) "user: alpha\nbeta\ngamma\nend\n"))
         ;; It had unsaved changes: it still has, and is not saved.
         (should (buffer-modified-p)))
-      (should (equal (lispm-edit-test--read a) "alpha\nBETA\ngamma\n"))
+      (should (equal (lispm-test-read-file a) "alpha\nBETA\ngamma\n"))
       (with-current-buffer (find-buffer-visiting b)
         (should (equal (buffer-string) "zero\none\ntwo\nthree\n"))
         (should-not (buffer-modified-p)))
-      (should (equal (lispm-edit-test--read b) "zero\none\ntwo\nthree\n"))
+      (should (equal (lispm-test-read-file b) "zero\none\ntwo\nthree\n"))
       ;; The created file is gone, with its buffer and its directories.
       (should-not (file-exists-p c))
       (should-not (find-buffer-visiting c))
@@ -166,8 +148,8 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-a-conflict-changes-nothing ()
   (lispm-edit-test--in-folder
-    (let* ((a (lispm-edit-test--write folder "a.txt" "alpha\nbeta\ngamma\n"))
-           (b (lispm-edit-test--write folder "b.txt" "one\n"))
+    (let* ((a (lispm-test-write-file folder "a.txt" "alpha\nbeta\ngamma\n"))
+           (b (lispm-test-write-file folder "b.txt" "one\n"))
            (c (expand-file-name "c.txt" folder))
            (changes (list (lispm-edit-replace a "alpha\nBETA\ngamma\n" :save t)
                           (lispm-edit-replace b "ONE\n" :save t)
@@ -192,7 +174,7 @@ Buffers visiting files there are killed afterwards."
 (ert-deftest lispm-edit-test-revert-two-edits-of-the-same-text ()
   "A later edit that rewrites an earlier one's text reverts to the start."
   (lispm-edit-test--in-folder
-    (let* ((file (lispm-edit-test--write folder "t.txt" "aaa\nbbb\nccc\nddd\n"))
+    (let* ((file (lispm-test-write-file folder "t.txt" "aaa\nbbb\nccc\nddd\n"))
            (changes (list (lispm-edit-replace file "aaa\nBBB\nccc\nddd\n" :save t))))
       (lispm-edit-test--type (find-buffer-visiting file) 1 "top\n")
       ;; Overlapping the first edit's end, then all of it and more.
@@ -204,13 +186,13 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-revert-after-the-buffer-is-killed ()
   (lispm-edit-test--in-folder
-    (let* ((file (lispm-edit-test--write folder "k.txt" "keep\nold\n"))
+    (let* ((file (lispm-test-write-file folder "k.txt" "keep\nold\n"))
            (change (lispm-edit-replace file "keep\nnew\n" :save t)))
       (kill-buffer (find-buffer-visiting file))
       (should (= (lispm-edit-revert (list change)) 1))
-      (should (equal (lispm-edit-test--read file) "keep\nold\n")))
+      (should (equal (lispm-test-read-file file) "keep\nold\n")))
     ;; Killed with unsaved changes: where the text is is not known.
-    (let* ((file (lispm-edit-test--write folder "l.txt" "x\n"))
+    (let* ((file (lispm-test-write-file folder "l.txt" "x\n"))
            (change (lispm-edit-replace file "y\n" :save t)))
       (with-current-buffer (find-buffer-visiting file)
         (insert "unsaved")
@@ -223,19 +205,19 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-snapshot-sees-what-a-call-did ()
   (lispm-edit-test--in-folder
-    (let* ((kept (lispm-edit-test--write folder "kept.txt" "same\n"))
-           (changed (lispm-edit-test--write folder "changed.txt" "before\n"))
-           (gone (lispm-edit-test--write folder "gone.txt" "bye\n"))
-           (big (lispm-edit-test--write folder "big.txt" "0123456789\n"))
-           (_git (lispm-edit-test--write folder ".git/config" "[core]\n"))
+    (let* ((kept (lispm-test-write-file folder "kept.txt" "same\n"))
+           (changed (lispm-test-write-file folder "changed.txt" "before\n"))
+           (gone (lispm-test-write-file folder "gone.txt" "bye\n"))
+           (big (lispm-test-write-file folder "big.txt" "0123456789\n"))
+           (_git (lispm-test-write-file folder ".git/config" "[core]\n"))
            (lispm-edit-snapshot-file-limit 10)
            (snapshot (lispm-edit-snapshot folder)))
       (ignore kept)
       (with-temp-file changed (insert "after\n"))
       (delete-file gone)
       (with-temp-file big (insert "9876543210\n"))
-      (lispm-edit-test--write folder "sub/made.txt" "new\n")
-      (lispm-edit-test--write folder ".git/config" "[changed]\n")
+      (lispm-test-write-file folder "sub/made.txt" "new\n")
+      (lispm-test-write-file folder ".git/config" "[changed]\n")
       (let* ((lispm-edit-snapshot-file-limit 100)
              (changes (lispm-edit-snapshot-changes snapshot))
              (by-name (mapcar (lambda (c) (cons (file-relative-name (lispm-change-file c) folder) c))
@@ -255,18 +237,18 @@ Buffers visiting files there are killed afterwards."
                          (list (list :file big
                                      :reason "LispM kept no copy of it (over 10 bytes)"))))
           (should-error (lispm-edit-revert changes) :type 'lispm-revert-conflict))
-        (should (equal (lispm-edit-test--read changed) "after\n"))
+        (should (equal (lispm-test-read-file changed) "after\n"))
         ;; Without it, the rest reverts.
         (should (= (lispm-edit-revert (delq (cdr (assoc "big.txt" by-name)) changes)) 3))
-        (should (equal (lispm-edit-test--read changed) "before\n"))
-        (should (equal (lispm-edit-test--read gone) "bye\n"))
+        (should (equal (lispm-test-read-file changed) "before\n"))
+        (should (equal (lispm-test-read-file gone) "bye\n"))
         (should-not (file-exists-p (expand-file-name "sub" folder)))
-        (should (equal (lispm-edit-test--read (expand-file-name ".git/config" folder))
+        (should (equal (lispm-test-read-file (expand-file-name ".git/config" folder))
                        "[changed]\n"))))))
 
 (ert-deftest lispm-edit-test-a-file-changed-on-disk-since-is-a-conflict ()
   (lispm-edit-test--in-folder
-    (let* ((file (lispm-edit-test--write folder "f.txt" "one\n"))
+    (let* ((file (lispm-test-write-file folder "f.txt" "one\n"))
            (snapshot (lispm-edit-snapshot folder)))
       (with-temp-file file (insert "two\n"))
       (let ((changes (lispm-edit-snapshot-changes snapshot)))
@@ -276,23 +258,23 @@ Buffers visiting files there are killed afterwards."
         (should (equal (lispm-edit-conflicts changes)
                        (list (list :file file :reason "it changed on disk since"))))
         (should-error (lispm-edit-revert changes) :type 'lispm-revert-conflict)
-        (should (equal (lispm-edit-test--read file) "three\n"))))))
+        (should (equal (lispm-test-read-file file) "three\n"))))))
 
 (ert-deftest lispm-edit-test-eval-that-writes-a-file-can-be-reverted ()
   "A turn that changed a file only through `write-region' in eval_elisp."
   (lispm-edit-test--in-folder
     (lispm-test-with-agent (agent :folder folder)
-      (let* ((file (lispm-edit-test--write folder "e.txt" "original\n"))
+      (let* ((file (lispm-test-write-file folder "e.txt" "original\n"))
              (result (lispm-tools-call
                       "eval_elisp" agent
                       (list :form (format "(write-region \"evaluated\\n\" nil %S)" file))
                       30)))
         (should (eq (plist-get result :ok) t))
-        (should (equal (lispm-edit-test--read file) "evaluated\n"))
+        (should (equal (lispm-test-read-file file) "evaluated\n"))
         (let ((changes (plist-get result :changes)))
           (should (= (length changes) 1))
           (should (= (lispm-edit-revert changes) 1)))
-        (should (equal (lispm-edit-test--read file) "original\n"))
+        (should (equal (lispm-test-read-file file) "original\n"))
         ;; A form that fails after writing still reports what it wrote.
         (let ((result (lispm-tools-call
                        "eval_elisp" agent
@@ -307,7 +289,7 @@ Buffers visiting files there are killed afterwards."
 (ert-deftest lispm-edit-test-shell-changes-can-be-reverted ()
   (lispm-edit-test--in-folder
     (lispm-test-with-agent (agent :folder folder)
-      (let* ((file (lispm-edit-test--write folder "s.txt" "sh\n"))
+      (let* ((file (lispm-test-write-file folder "s.txt" "sh\n"))
              (buffer (find-file-noselect file))
              (result (lispm-tools-call
                       "run_shell" agent '(:command "echo more >> s.txt; echo x > t.txt")
@@ -319,7 +301,7 @@ Buffers visiting files there are killed afterwards."
           (should-not (buffer-modified-p)))
         (should (= (length (plist-get result :changes)) 2))
         (should (= (lispm-edit-revert (plist-get result :changes)) 2))
-        (should (equal (lispm-edit-test--read file) "sh\n"))
+        (should (equal (lispm-test-read-file file) "sh\n"))
         (with-current-buffer buffer
           (should (equal (buffer-string) "sh\n"))
           (should-not (buffer-modified-p)))
@@ -331,7 +313,7 @@ Buffers visiting files there are killed afterwards."
 (ert-deftest lispm-edit-test-edit-tools-report-their-changes ()
   (lispm-edit-test--in-folder
     (lispm-test-with-agent (agent :folder folder)
-      (let* ((file (lispm-edit-test--write folder "d.txt" "one\ntwo\n"))
+      (let* ((file (lispm-test-write-file folder "d.txt" "one\ntwo\n"))
              (edit (lispm-tools-call "edit_file" agent '(:path "d.txt" :old "two" :new "2") 30))
              (write (lispm-tools-call "write_file" agent '(:path "w/new.txt" :content "w\n") 30))
              (changes (append (plist-get edit :changes) (plist-get write :changes))))
@@ -341,7 +323,7 @@ Buffers visiting files there are killed afterwards."
         ;; The MCP answer has no change objects in it.
         (should (equal (lispm-tools-json-result edit) '(:ok t :text "Wrote d.txt (6 characters)")))
         (should (= (lispm-edit-revert changes) 2))
-        (should (equal (lispm-edit-test--read file) "one\ntwo\n"))
+        (should (equal (lispm-test-read-file file) "one\ntwo\n"))
         (should-not (file-exists-p (expand-file-name "w" folder)))))))
 
 (provide 'lispm-edit-test)

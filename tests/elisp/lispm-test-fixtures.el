@@ -124,5 +124,29 @@ left already."
                  ,@body))
            (delete-directory ,folder t))))))
 
+;;; Files
+
+(defun lispm-test-write-file (folder name text)
+  "Write TEXT to the file NAME in FOLDER, creating directories; return its name."
+  (let ((file (expand-file-name name folder)))
+    (make-directory (file-name-directory file) t)
+    (with-temp-file file (insert text))
+    file))
+
+(defun lispm-test-read-file (file)
+  "Return the text of FILE on disk."
+  (with-temp-buffer
+    (insert-file-contents file)
+    (buffer-string)))
+
+(defun lispm-test-remove-folder (folder)
+  "Kill the buffers visiting files in FOLDER, unsaved changes dropped; delete it."
+  (dolist (buffer (buffer-list))
+    (when (and (buffer-file-name buffer)
+               (string-prefix-p folder (buffer-file-name buffer)))
+      (with-current-buffer buffer (set-buffer-modified-p nil))
+      (kill-buffer buffer)))
+  (delete-directory folder t))
+
 (provide 'lispm-test-fixtures)
 ;;; lispm-test-fixtures.el ends here

@@ -26,25 +26,7 @@ Buffers visiting files there are killed afterwards."
          (lispm-test-with-agent (agent :folder folder)
            (ignore agent)
            ,@body)
-       (dolist (buffer (buffer-list))
-         (when (and (buffer-file-name buffer)
-                    (string-prefix-p folder (buffer-file-name buffer)))
-           (with-current-buffer buffer (set-buffer-modified-p nil))
-           (kill-buffer buffer)))
-       (delete-directory folder t))))
-
-(defun lispm-tools-test--write (folder name text)
-  "Write TEXT to the file NAME in FOLDER, creating directories; return its name."
-  (let ((file (expand-file-name name folder)))
-    (make-directory (file-name-directory file) t)
-    (with-temp-file file (insert text))
-    file))
-
-(defun lispm-tools-test--read (file)
-  "Return the text of FILE on disk."
-  (with-temp-buffer
-    (insert-file-contents file)
-    (buffer-string)))
+       (lispm-test-remove-folder folder))))
 
 (defun lispm-tools-test--run (tool agent args)
   "Run TOOL for AGENT with ARGS and return its result plist, waiting for it."
@@ -147,7 +129,7 @@ Nothing else: the second paragraph is not part of the description."
 (ert-deftest lispm-tools-test-validation-errors-name-the-argument ()
   (lispm-tools-test--in-folder
     (lispm-tools-test--with-test-tool
-      (lispm-tools-test--write folder "a.txt" "A")
+      (lispm-test-write-file folder "a.txt" "A")
       (should (lispm-tools-validate "lispm_test_echo" '(:path "a.txt" :count 2)))
       (pcase-dolist (`(,args ,condition ,regexp)
                      '(((:count 2) lispm-tool-bad-args "missing required argument `path'")
@@ -201,8 +183,8 @@ Nothing else: the second paragraph is not part of the description."
                     (file-truename (make-temp-file "lispm-tools-outside" t)))))
       (unwind-protect
           (progn
-            (lispm-tools-test--write outside "secret" "SECRET")
-            (lispm-tools-test--write folder "a.txt" "A")
+            (lispm-test-write-file outside "secret" "SECRET")
+            (lispm-test-write-file folder "a.txt" "A")
             (make-symbolic-link outside (expand-file-name "escape" folder))
             (make-symbolic-link (expand-file-name "secret" outside)
                                 (expand-file-name "link-to-secret" folder))
@@ -239,7 +221,7 @@ Nothing else: the second paragraph is not part of the description."
                             ("grep" (:pattern "SECRET" :path "escape"))))
               (let ((result (lispm-tools-test--run (car call) agent (cadr call))))
                 (should (equal (plist-get result :condition) "lispm-tool-outside-folder"))))
-            (should (equal (lispm-tools-test--read (concat outside "secret")) "SECRET"))
+            (should (equal (lispm-test-read-file (concat outside "secret")) "SECRET"))
             (should-not (file-exists-p (concat outside "new-file")))
             (should-not (file-exists-p (expand-file-name "../lispm-tools-test-outside" folder)))
             (should-not (find-buffer-visiting (concat outside "secret"))))
@@ -249,7 +231,7 @@ Nothing else: the second paragraph is not part of the description."
 
 (ert-deftest lispm-tools-test-read-file-sees-unsaved-changes ()
   (lispm-tools-test--in-folder
-    (let ((file (lispm-tools-test--write folder "notes.txt" "on disk\n")))
+    (let ((file (lispm-test-write-file folder "notes.txt" "on disk\n")))
       (should (equal (lispm-tools-test--run "read_file" agent '(:path "notes.txt"))
                      '(:ok t :text "on disk\n")))
       (with-current-buffer (find-file-noselect file)
@@ -258,7 +240,7 @@ Nothing else: the second paragraph is not part of the description."
         (narrow-to-region 1 3))
       (should (equal (lispm-tools-test--run "read_file" agent '(:path "notes.txt"))
                      '(:ok t :text "on disk\nunsaved\n")))
-      (should (equal (lispm-tools-test--read file) "on disk\n"))
+      (should (equal (lispm-test-read-file file) "on disk\n"))
       (let ((missing (lispm-tools-test--run "read_file" agent '(:path "nope.txt"))))
         (should (equal missing '(:ok nil :error "No such file: nope.txt"
                                      :condition "lispm-tool-no-such-file"))))
@@ -270,10 +252,10 @@ Nothing else: the second paragraph is not part of the description."
 
 (ert-deftest lispm-tools-test-list-files ()
   (lispm-tools-test--in-folder
-    (lispm-tools-test--write folder "a.el" "")
-    (lispm-tools-test--write folder "sub/b.el" "")
-    (lispm-tools-test--write folder "sub/c.txt" "")
-    (lispm-tools-test--write folder ".git/config" "")
+    (lispm-test-write-file folder "a.el" "")
+    (lispm-test-write-file folder "sub/b.el" "")
+    (lispm-test-write-file folder "sub/c.txt" "")
+    (lispm-test-write-file folder ".git/config" "")
     (should (equal (lispm-tools-test--run "list_files" agent nil)
                    '(:ok t :text "a.el\nsub/b.el\nsub/c.txt")))
     (should (equal (lispm-tools-test--run "list_files" agent '(:pattern "*.el"))
@@ -287,9 +269,9 @@ Nothing else: the second paragraph is not part of the description."
 
 (ert-deftest lispm-tools-test-grep ()
   (lispm-tools-test--in-folder
-    (lispm-tools-test--write folder "a.txt" "one\nneedle here\n")
-    (lispm-tools-test--write folder "sub/b.txt" "needle\nno\n")
-    (lispm-tools-test--write folder ".git/c" "needle\n")
+    (lispm-test-write-file folder "a.txt" "one\nneedle here\n")
+    (lispm-test-write-file folder "sub/b.txt" "needle\nno\n")
+    (lispm-test-write-file folder ".git/c" "needle\n")
     (let ((result (lispm-tools-test--run "grep" agent '(:pattern "needl+e"))))
       (should (eq (plist-get result :ok) t))
       (should (equal (sort (split-string (plist-get result :text) "\n" t) #'string<)
@@ -327,16 +309,16 @@ The text's coding system is still decoded."
 data); read_file reads text only\\'" (plist-get result :error))))
       ;; Not an encrypted file at all: epa-file would run gpg on it.
       (let ((file-name-handler-alist nil))
-        (lispm-tools-test--write folder "notes.gpg" "plain words\n"))
+        (lispm-test-write-file folder "notes.gpg" "plain words\n"))
       (should (equal (lispm-tools-test--run "read_file" agent '(:path "notes.gpg"))
                      '(:ok t :text "plain words\n")))
       ;; `format-alist' would decode this as text/enriched, markup gone.
       (let ((enriched "Content-Type: text/enriched\nText-Width: 70\n\n<bold>hi</bold>\n"))
-        (lispm-tools-test--write folder "mail.txt" enriched)
+        (lispm-test-write-file folder "mail.txt" enriched)
         (should (equal (lispm-tools-test--run "read_file" agent '(:path "mail.txt"))
                        (list :ok t :text enriched))))
       (let ((coding-system-for-write 'utf-8-unix))
-        (lispm-tools-test--write folder "café.txt" "café ☕\n"))
+        (lispm-test-write-file folder "café.txt" "café ☕\n"))
       (should (equal (lispm-tools-test--run "read_file" agent '(:path "café.txt"))
                      '(:ok t :text "café ☕\n")))
       ;; grep searches the compressed bytes, as they are.
@@ -366,7 +348,7 @@ data); read_file reads text only\\'" (plist-get result :error))))
   (lispm-tools-test--in-folder
     (let ((lispm-tools-read-limit 10)
           (text "0123456789abcdefghijKLMNO"))
-      (lispm-tools-test--write folder "long.txt" text)
+      (lispm-test-write-file folder "long.txt" text)
       (should (equal (lispm-tools-test--run "read_file" agent '(:path "long.txt"))
                      '(:ok t :text "0123456789\n[15 characters left out: characters 0 \
 to 10 of 25 shown; call read_file with offset 10 to read on]")))
@@ -393,7 +375,7 @@ to 5 of 25 shown; call read_file with offset 5 to read on]")))
                                           "read_file" agent '(:path "long.txt" :offset -1))
                                          :error)))
       ;; A file far bigger than the piece is not read whole.
-      (lispm-tools-test--write folder "huge.txt" (make-string 100000 ?x))
+      (lispm-test-write-file folder "huge.txt" (make-string 100000 ?x))
       (should (equal (lispm-tools-test--run "read_file" agent '(:path "huge.txt" :offset 5))
                      (list :ok t :text (concat (make-string 10 ?x) "\n[characters 5 to 15 \
 shown; the file is longer (it was not read further); call read_file with offset 15 \
@@ -445,7 +427,7 @@ to read on]"))))
 (ert-deftest lispm-tools-test-edit-file-search-replace-one-undo-step ()
   (lispm-tools-test--in-folder
     (let* ((original "(defun f ()\n  1)\n\n(defun g ()\n  2)\n")
-           (file (lispm-tools-test--write folder "code.el" original))
+           (file (lispm-test-write-file folder "code.el" original))
            (buffer (find-file-noselect file)))
       ;; The user typed something, unsaved, in the same command.
       (with-current-buffer buffer
@@ -458,13 +440,13 @@ to read on]"))))
         (should (string-match-p "^--- a/code.el\n\\+\\+\\+ b/code.el\n" (plist-get target :diff)))
         (should (string-match-p "^-  2)\n\\+  (\\+ 1\n\\+     2))\n" (plist-get target :diff))))
       ;; Computing the target changed nothing.
-      (should (equal (lispm-tools-test--read file) original))
+      (should (equal (lispm-test-read-file file) original))
       (let ((result (lispm-tools-test--run
                      "edit_file" agent '(:path "code.el" :old "  2)" :new "  (+ 1\n     2))"))))
         (should (eq (plist-get result :ok) t))
         (should (string-match-p "Wrote code.el" (plist-get result :text))))
       (let ((edited ";; user\n(defun f ()\n  1)\n\n(defun g ()\n  (+ 1\n     2))\n"))
-        (should (equal (lispm-tools-test--read file) edited))
+        (should (equal (lispm-test-read-file file) edited))
         (with-current-buffer buffer
           (should (equal (buffer-string) edited))
           (should-not (buffer-modified-p))))
@@ -489,7 +471,7 @@ to read on]"))))
           (should (eq (plist-get result :ok) nil))
           (should (string-match-p (regexp-quote regexp) (plist-get result :error))))
         (should-error (lispm-tool-target "edit_file" agent args)))
-      (should (equal (lispm-tools-test--read file) original))
+      (should (equal (lispm-test-read-file file) original))
       (should-not (file-exists-p (expand-file-name "missing.el" folder)))
       (with-current-buffer buffer
         (should (equal (buffer-string) original))))))
@@ -500,7 +482,7 @@ to read on]"))))
            (wanted (replace-regexp-in-string
                     "line 25\n" "line 25\nadded\n"
                     (replace-regexp-in-string "line 3\n" "LINE THREE\n" original)))
-           (file (lispm-tools-test--write folder "f.txt" original))
+           (file (lispm-test-write-file folder "f.txt" original))
            (diff (lispm-edit-diff original wanted "f.txt")))
       (should (string-match-p "^@@ .* @@\n.*\n.*\n-line 3\n\\+LINE THREE\n" diff))
       (should (equal (plist-get (lispm-tool-target "edit_file" agent
@@ -510,7 +492,7 @@ to read on]"))))
       (should (equal (lispm-tools-json-result
                       (lispm-tools-test--run "edit_file" agent (list :path "f.txt" :diff diff)))
                      (list :ok t :text (format "Wrote f.txt (%d characters)" (length wanted)))))
-      (should (equal (lispm-tools-test--read file) wanted))
+      (should (equal (lispm-test-read-file file) wanted))
       (lispm-tools-test--undo-once (find-buffer-visiting file))
       (with-current-buffer (find-buffer-visiting file)
         (should (equal (buffer-string) original)))
@@ -536,8 +518,8 @@ to read on]"))))
       (should (equal (lispm-tools-json-result result)
                      '(:ok t :text "Created deep/er/new.txt (6 characters)")))
       (should (lispm-change-created (car (plist-get result :changes)))))
-    (should (equal (lispm-tools-test--read (expand-file-name "deep/er/new.txt" folder)) "fresh\n"))
-    (let* ((file (lispm-tools-test--write folder "old.txt" "old\n"))
+    (should (equal (lispm-test-read-file (expand-file-name "deep/er/new.txt" folder)) "fresh\n"))
+    (let* ((file (lispm-test-write-file folder "old.txt" "old\n"))
            (buffer (find-file-noselect file)))
       (should (equal (plist-get (lispm-tool-target "write_file" agent
                                                    '(:path "old.txt" :content "new\n"))
@@ -547,7 +529,7 @@ to read on]"))))
                                                     '(:path "old.txt" :content "new\n"))
                              :ok)
                   t))
-      (should (equal (lispm-tools-test--read file) "new\n"))
+      (should (equal (lispm-test-read-file file) "new\n"))
       (lispm-tools-test--undo-once buffer)
       (with-current-buffer buffer (should (equal (buffer-string) "old\n"))))
     (should (string-match-p "is a directory"
@@ -586,7 +568,7 @@ to read on]"))))
            (start (float-time))
            (result (lispm-tools-test--run
                     "run_shell" agent '(:command "echo started; sleep 30 & echo $! > pid; wait")))
-           (pid (string-to-number (lispm-tools-test--read (expand-file-name "pid" folder)))))
+           (pid (string-to-number (lispm-test-read-file (expand-file-name "pid" folder)))))
       (should (< (- (float-time) start) 5))
       (should (eq (plist-get result :ok) nil))
       (should (string-match-p "longer than 1 seconds and was killed.*\nstarted"
