@@ -409,5 +409,37 @@ is a conflict, and nothing changes."
         (lispm-turn-restart turn 'abort)
         (should (eq (lispm-actor-activity agent) 'idle))))))
 
+;;; Lisp as the agent's own language
+
+(ert-deftest lispm-e2e-own-computes-with-eval-elisp ()
+  "It defines a recursive function with an approved eval_elisp, and calls it."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+    (lispm-agent-send agent "What is the 30th Fibonacci number? Compute it, don't recall it.")
+    (lispm-e2e-own-approve)
+    (lispm-e2e-own-approve)
+    (let ((turn (lispm-e2e-own-settle agent)))
+      (should (eq (lispm-turn-state turn) 'done))
+      (should (string-search "832040" (plist-get (car (last (lispm-turn-messages turn)))
+                                                 :content)))
+      (should (fboundp 'lispm-e2e-fibonacci)))))
+
+(ert-deftest lispm-e2e-own-defines-a-tool-and-calls-it ()
+  "A tool it defines with an approved eval_elisp is offered, and called, at its next step."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+    (unwind-protect
+        (progn
+          (lispm-agent-send agent "Make yourself a shout tool and use it")
+          (lispm-e2e-own-approve)
+          (let ((turn (lispm-e2e-own-settle agent)))
+            (should (eq (lispm-turn-state turn) 'done))
+            (let ((requests (lispm-e2e-own-requests "Make yourself a shout tool")))
+              (should-not (member "shout" (append (plist-get (car requests) :tools) nil)))
+              (should (member "shout" (append (plist-get (cadr requests) :tools) nil))))
+            (should (equal (car (last (lispm-e2e-tool-results
+                                       "anthropic" "Make yourself a shout tool" "shout")))
+                           "HELLO FROM LISP"))))
+      (setq lispm-tools (cl-remove "shout" lispm-tools :key #'lispm-tool-name
+                                   :test #'equal)))))
+
 (provide 'lispm-e2e-own-agent)
 ;;; lispm-e2e-own-agent.el ends here

@@ -12,6 +12,10 @@ import pytest
 from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
 
 TODO = "one\ntwo\nthree\n"
+FIBONACCI = ("(defun lispm-e2e-fibonacci (n) (if (< n 2) n"
+             " (+ (lispm-e2e-fibonacci (- n 1)) (lispm-e2e-fibonacci (- n 2)))))")
+SHOUT = ('(lispm-define-tool shout (agent (text string "The text to shout."))'
+         ' "Return TEXT in capitals." :kind (quote read) (ignore agent) (upcase text))')
 
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
@@ -72,6 +76,14 @@ def script() -> list[dict[str, Any]]:
             {"tool": "nope", "raw": True, "args": {}} for _ in range(5)]},
         {"match": "Edit with a typo", "steps": [
             edit("todo.txt", "tow\n", "two FIXED\n"), {"say": "Edited."}]},
+        {"match": "What is the 30th Fibonacci number?", "steps": [
+            {"tool": "eval_elisp", "args": {"form": FIBONACCI}},
+            {"tool": "eval_elisp", "args": {"form": "(lispm-e2e-fibonacci 30)"}},
+            {"say": "The 30th Fibonacci number is {last_tool_result}."}]},
+        {"match": "Make yourself a shout tool", "steps": [
+            {"tool": "eval_elisp", "args": {"form": SHOUT}},
+            {"tool": "shout", "args": {"text": "hello from lisp"}},
+            {"say": "It shouts: {last_tool_result}"}]},
         {"match": "", "steps": [{"say": "Noted."}]},
     ]
 
@@ -85,7 +97,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t",
                     "commit", "-qm", "start"], check=True)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
-    assert_ert_passed(run, expected_tests=14)
+    assert_ert_passed(run, expected_tests=16)
     # The project's own git saw no commit and no ref from LispM.
     log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
                          capture_output=True, text=True, check=True).stdout
