@@ -65,6 +65,14 @@ A bigger file it changed is reported, but cannot be restored."
   "The most bytes of file contents one snapshot keeps, all files together."
   :type 'natnum)
 
+(defcustom lispm-edit-snapshot-time-limit 0.25
+  "The most seconds a snapshot spends keeping files' bytes.
+Past it, the remaining files are only noted (size, time, inode): a
+change to one of them is reported, but cannot be restored.  It bounds
+how long a shell command or evaluated Lisp waits, and Emacs with it,
+before it starts in a big folder."
+  :type 'number)
+
 (defcustom lispm-edit-snapshot-file-count-limit 20000
   "The most files a snapshot notes; the files past it are not tracked."
   :type 'natnum)
@@ -556,11 +564,13 @@ directories; stop after `lispm-edit-snapshot-file-count-limit' files."
   "Return a snapshot of the files under FOLDER, to compare with later.
 It notes each regular file's size, modification time and inode, and
 keeps the bytes of the files up to `lispm-edit-snapshot-file-limit'
-\(at most `lispm-edit-snapshot-total-limit' bytes in all).  See
+\(at most `lispm-edit-snapshot-total-limit' bytes in all, for at most
+`lispm-edit-snapshot-time-limit' seconds).  See
 `lispm-edit-snapshot-changes'."
   (let* ((file-name-handler-alist nil)
          (files (make-hash-table :test #'equal))
          (directories (make-hash-table :test #'equal))
+         (deadline (+ (float-time) lispm-edit-snapshot-time-limit))
          (total 0))
     (lispm-edit--walk
      folder
@@ -570,6 +580,7 @@ keeps the bytes of the files up to `lispm-edit-snapshot-file-limit'
          (let* ((size (file-attribute-size attributes))
                 (bytes (and (<= size lispm-edit-snapshot-file-limit)
                             (<= (+ total size) lispm-edit-snapshot-total-limit)
+                            (< (float-time) deadline)
                             (ignore-errors (lispm-edit--read-bytes name)))))
            (when bytes (cl-incf total (length bytes)))
            (puthash name (cons (lispm-edit--stamp attributes) bytes) files)))))
@@ -793,9 +804,14 @@ deleted."
                    (list :conflict (lispm-edit--conflict change "it changed on disk since"))))
           (unless (lispm-change-kept change)
             (throw 'conflict
-                   (list :conflict (lispm-edit--conflict
-                                    change "LispM kept no copy of it (over %d bytes)"
-                                    lispm-edit-snapshot-file-limit))))
+                   (list :conflict
+                         (if (> (or (car (lispm-change-stamp change)) 0)
+                                lispm-edit-snapshot-file-limit)
+                             (lispm-edit--conflict
+                              change "LispM kept no copy of it (over %d bytes)"
+                              lispm-edit-snapshot-file-limit)
+                           (lispm-edit--conflict
+                            change "LispM kept no copy of it (past the snapshot limits)")))))
           (setq real nil
                 bytes (lispm-change-before change)
                 stamp (and (not (lispm-change-created change)) t))))

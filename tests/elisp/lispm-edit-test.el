@@ -246,6 +246,23 @@ Buffers visiting files there are killed afterwards."
         (should (equal (lispm-test-read-file (expand-file-name ".git/config" folder))
                        "[changed]\n"))))))
 
+(ert-deftest lispm-edit-test-a-snapshot-keeps-bytes-only-for-its-time ()
+  ;; A big folder must not hold Emacs up: past the time limit, files are
+  ;; only noted, and a change to one is a conflict, not half a revert.
+  (lispm-edit-test--in-folder
+    (let* ((file (lispm-test-write-file folder "f.txt" "one\n"))
+           (lispm-edit-snapshot-time-limit 0)
+           (snapshot (lispm-edit-snapshot folder)))
+      (with-temp-file file (insert "two\n"))
+      (let ((changes (lispm-edit-snapshot-changes snapshot)))
+        (should (= (length changes) 1))
+        (should-not (lispm-change-kept (car changes)))
+        (should (equal (lispm-edit-conflicts changes)
+                       (list (list :file file
+                                   :reason "LispM kept no copy of it (past the snapshot limits)"))))
+        (should-error (lispm-edit-revert changes) :type 'lispm-revert-conflict)
+        (should (equal (lispm-test-read-file file) "two\n"))))))
+
 (ert-deftest lispm-edit-test-a-file-changed-on-disk-since-is-a-conflict ()
   (lispm-edit-test--in-folder
     (let* ((file (lispm-test-write-file folder "f.txt" "one\n"))
