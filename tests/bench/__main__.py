@@ -28,6 +28,7 @@ from . import (
     bench_edit,
     bench_ide,
     bench_ledger,
+    bench_lisp,
     bench_watchers,
     delivery,
     mcp_path,
@@ -53,6 +54,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "agent_commit": session.commit,
     "agent_stream": bench_agent.stream_cost,
     "agent_tool_step": bench_agent.tool_step,
+    "run_lisp_check": bench_lisp.check_200_lines,
 }
 
 RESULTS = BENCH_DIR / "results.json"
