@@ -68,6 +68,13 @@
 ;;   -32075  lispm-skill-error               a skill's code failed
 ;;   -32076  lispm-skill-unknown             no skill of that name
 ;;   -32077  lispm-skill-broken              a skill's code does not read
+;;   -32078  lispm-model-error               a model cannot be asked (none, no key)
+;;   -32079  lispm-turn-no-restart           no such restart for this condition
+;;   -32080  lispm-turn-failed               a turn of the own agent stopped
+;;   -32085  lispm-lisp-error                a run_lisp program failed
+;;   -32086  lispm-lisp-unreadable           a run_lisp program does not read
+;;   -32087  lispm-lisp-refused              a run_lisp program may not run
+;;   -32088  lispm-lisp-fuel-exhausted       a run_lisp program ran out of fuel
 ;;
 ;; `lispm-tool-no-such-file' has `lispm-no-such-file''s code: a tool's
 ;; missing file is a missing file.
