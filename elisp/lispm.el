@@ -63,6 +63,7 @@
 ;;   lispm-turn.el      one turn of the own agent: the loop, its state, restarts
 ;;   lispm-condition.el a failed turn's condition and restarts, as in SLIME
 ;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
+;;   lispm-lisp.el      run_lisp's reader, checker and fuel (not yet a tool)
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
