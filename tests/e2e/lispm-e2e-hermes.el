@@ -97,9 +97,13 @@
                      (reply (format "[Reply from claude to request %s]\nForty-two." id)))
                 (lispm-e2e-wait (lambda () (member reply (lispm-e2e-hermes--prompts)))
                                 180 "Hermes's model to be sent Claude's reply")
-                (lispm-e2e-wait-activity hermes 'idle 60)
-                (should (string-search "Claude says:"
-                                       (lispm-term-text (lispm-agent-buffer hermes)))))
+                ;; Its records may still say idle from before the reply
+                ;; went in: wait for the answer on the screen itself.
+                (lispm-e2e-wait (lambda () (string-search
+                                            "Claude says:"
+                                            (lispm-term-text (lispm-agent-buffer hermes))))
+                                60 "Hermes's answer with Claude's reply")
+                (lispm-e2e-wait-activity hermes 'idle 60))
               ;; /new: Hermes asks before it drops the conversation.  A
               ;; message that comes meanwhile waits: its Return would answer
               ;; the dialog.  Then the terminal follows the new session.
