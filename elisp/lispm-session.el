@@ -67,6 +67,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'org)
+(require 'org-src)
 (require 'lispm-base)
 
 ;;; Options and errors
@@ -161,13 +162,11 @@ byte for byte, so a save need only write from there.  nil if unknown.")
   "Undo `lispm-session--escape-prose' on TEXT."
   (replace-regexp-in-string "^,\\([ \t,]*[*#:]\\)" "\\1" text t))
 
-(defun lispm-session--escape-block (text)
-  "Return TEXT escaped as Org escapes a block's contents."
-  (replace-regexp-in-string "^\\([ \t]*\\)\\(,*\\(?:\\*\\|#\\+\\)\\)" "\\1,\\2" text t))
+(defalias 'lispm-session--escape-block #'org-escape-code-in-string
+  "Return TEXT escaped as Org escapes a block's contents.")
 
-(defun lispm-session--unescape-block (text)
-  "Undo `lispm-session--escape-block' on TEXT."
-  (replace-regexp-in-string "^\\([ \t]*,*\\),\\(\\*\\|#\\+\\)" "\\1\\2" text t))
+(defalias 'lispm-session--unescape-block #'org-unescape-code-in-string
+  "Undo `lispm-session--escape-block' on TEXT.")
 
 (defun lispm-session--encode-value (value)
   "Return VALUE, a string, as the value of a property or keyword line.
