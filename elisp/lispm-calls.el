@@ -39,6 +39,12 @@
 ;; the condition `lispm-policy-denied', whose data is (MESSAGE KIND BY
 ;; REASON): BY is `policy', `user' or `withdrawn'.
 ;;
+;; A tool that makes calls of its own (`run_lisp') makes them through
+;; this pipeline too, as the same actor; while its body runs,
+;; `lispm-calls-caller' holds its caller's ON-ASK and ON-DECIDED, so
+;; that the approvals its calls wait for show where the caller shows
+;; its own.
+;;
 ;; The sidecar forwards three MCP tools of every agent to Emacs:
 ;; `search_tools', `skill' and `call_tool'.  `call_tool' is glue over
 ;; `lispm-calls-invoke': jsonrpc.el must answer a request at once, so a
@@ -57,6 +63,11 @@
 (require 'lispm-approvals)
 
 ;;; The pipeline
+
+(defvar lispm-calls-caller nil
+  "While a tool's body runs: how its caller hears of approvals.
+A plist (:on-ask FUNCTION :on-decided FUNCTION), as given to
+`lispm-calls-invoke', for the calls the tool makes of its own.")
 
 (defun lispm-calls--tool (name)
   "Return the registered tool NAME, or signal `lispm-tool-unknown'."
@@ -116,17 +127,19 @@ CHANGES, if any, are what it changed before it failed."
               (and (plist-get result :changes)
                    (list :changes (plist-get result :changes)))))))
 
-(defun lispm-calls--run (tool actor args callback)
-  "Run TOOL for ACTOR with ARGS; give CALLBACK its outcome."
-  (lispm-tools-run tool actor args
-                   (lambda (result) (funcall callback (lispm-calls--outcome result)))))
+(defun lispm-calls--run (tool actor args callback caller)
+  "Run TOOL for ACTOR with ARGS; give CALLBACK its outcome.
+CALLER is the plist `lispm-calls-caller' holds while the body runs."
+  (let ((lispm-calls-caller caller))
+    (lispm-tools-run tool actor args
+                     (lambda (result) (funcall callback (lispm-calls--outcome result))))))
 
-(defun lispm-calls--decided (tool actor args callback answer)
+(defun lispm-calls--decided (tool actor args callback answer caller)
   "Go on with ACTOR's call of TOOL with ARGS after the decision ANSWER.
 ANSWER is what `lispm-approvals-authorize' gives; CALLBACK gets the
-call's outcome."
+call's outcome; CALLER is the caller's plist of `lispm-calls-caller'."
   (pcase (plist-get answer :decision)
-    ('allow (lispm-calls--run tool actor args callback))
+    ('allow (lispm-calls--run tool actor args callback caller))
     (decision
      (funcall callback
               (lispm-calls--failure
@@ -138,7 +151,7 @@ call's outcome."
                                          (plist-get answer :reason))
                                     (lispm-actor-effective-role actor)))))))
 
-(cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask)
+(cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask on-decided)
   "Call the tool TOOL-NAME with ARGS as ACTOR, under the policy of its role.
 ACTOR is a `lispm-actor'.  ARGS is a plist with keyword keys, as
 `json-parse-string' gives with `:object-type' `plist', or the text of a
@@ -156,12 +169,17 @@ data: `lispm-tools-run' keeps only those.)  A refusal is
 unreadable arguments `lispm-tool-bad-args'; a path outside the folder
 `lispm-tool-outside-folder'; and whatever the tool itself signals.
 When the user is asked, ON-ASK, if non-nil, is called with the
-`lispm-approval' before this returns.  Return nil; never signal."
+`lispm-approval' before this returns, and ON-DECIDED, if non-nil, with
+the approval and the answer (a plist whose `:decision' is `allow',
+`deny' or `withdrawn', and `:reason') once the user decides, before
+the call runs.  Return nil; never signal."
   (let* ((called nil)
          (done (lambda (outcome)
                  (unless called
                    (setq called t)
                    (funcall callback outcome))))
+         (caller (list :on-ask on-ask :on-decided on-decided))
+         (approval nil)
          tool target)
     (condition-case err
         (setq tool (lispm-calls--tool tool-name)
@@ -175,14 +193,23 @@ When the user is asked, ON-ASK, if non-nil, is called with the
       (let ((approval-id
              (lispm-approvals-authorize
               actor (lispm-actor-effective-role actor) (lispm-tool-kind tool) target
-              (lambda (answer) (lispm-calls--decided tool actor args done answer))
+              (lambda (answer)
+                (when (and approval on-decided)
+                  (lispm-calls--tell on-decided approval approval answer))
+                (lispm-calls--decided tool actor args done answer caller))
               (lispm-calls--summary tool args))))
-        (when-let* ((approval (and approval-id on-ask (lispm-approvals-get approval-id))))
-          (condition-case err
-              (funcall on-ask approval)
-            (error (message "LispM: telling of approval %s failed: %s" approval-id
-                            (error-message-string err)))))))
+        (when approval-id
+          (setq approval (lispm-approvals-get approval-id))
+          (when on-ask
+            (lispm-calls--tell on-ask approval approval)))))
     nil))
+
+(defun lispm-calls--tell (function approval &rest args)
+  "Call FUNCTION with ARGS, telling a caller of APPROVAL; report its errors."
+  (condition-case err
+      (apply function args)
+    (error (message "LispM: telling of approval %s failed: %s"
+                    (lispm-approval-id approval) (error-message-string err)))))
 
 ;;; The MCP tools that Emacs answers
 

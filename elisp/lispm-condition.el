@@ -51,6 +51,7 @@
   "2" #'lispm-condition-restart-2
   "3" #'lispm-condition-restart-3
   "4" #'lispm-condition-restart-4
+  "5" #'lispm-condition-restart-5
   "a" #'lispm-condition-restart-4
   "RET" #'lispm-condition-restart-at-point
   "TAB" #'lispm-condition-toggle-detail
@@ -135,7 +136,9 @@
                               (plist-get (lispm-turn-failing turn) :arguments))))
        (condition-case err
            (progn (ignore (json-parse-string text)) text)
-         (json-error (user-error "Not JSON: %s" (error-message-string err))))))))
+         (json-error (user-error "Not JSON: %s" (error-message-string err))))))
+    ;; With a prefix argument, that much fuel; else the default.
+    ('more-fuel (and current-prefix-arg (prefix-numeric-value current-prefix-arg)))))
 
 (defun lispm-condition-restart (name &optional argument)
   "Choose the restart NAME of this buffer's turn, with ARGUMENT if it needs one.
@@ -164,6 +167,7 @@ Interactively, ask for the argument."
 (lispm-condition--define-number-command 2)
 (lispm-condition--define-number-command 3)
 (lispm-condition--define-number-command 4)
+(lispm-condition--define-number-command 5)
 
 (defun lispm-condition-restart-at-point ()
   "Choose the restart at point, or show the details of the trace line there."

@@ -48,6 +48,7 @@
 (require 'lispm-session)
 (require 'lispm-turn)
 (require 'lispm-condition)
+(require 'lispm-run-lisp)
 
 (declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
 
@@ -237,6 +238,24 @@ registered with Emacs, which names it, and with the sidecar."
   "Return the session buffer of AGENT."
   (lispm-own-agent-buffer agent))
 
+(cl-defmethod lispm-actor-refuel ((agent lispm-own-agent) used callback)
+  "Stop AGENT's turn at `lispm-lisp-fuel-exhausted': the user's restart decides.
+Its program ran out of fuel after USED steps; CALLBACK gets more fuel,
+or nil."
+  (let ((turn (lispm-own-agent-turn agent)))
+    (if (not (and turn (eq (lispm-turn-state turn) 'tools)))
+        (funcall callback nil)
+      (lispm-turn-suspend
+       turn 'lispm-lisp-fuel-exhausted
+       (format "The run_lisp program ran out of fuel after %d steps" used)
+       (lambda (restart argument)
+         (pcase restart
+           ('more-fuel (funcall callback (if (natnump argument) argument
+                                           lispm-lisp-default-fuel)))
+           ('abort (funcall callback nil)
+                   (lispm-run-lisp-abort-actor agent "the turn ended"))
+           (_ (funcall callback nil))))))))
+
 (defun lispm-agent--buffer-killed ()
   "End the own agent of the buffer being killed, quietly."
   (when-let* ((agent lispm-agent--session-of))
@@ -372,7 +391,9 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
     (if (eq (lispm-turn-state turn) 'stopped)
         (lispm-condition-show turn)
       (lispm-turn-interrupt turn)
-      (message "LispM: %s stops after what runs now" (lispm-actor-name agent)))))
+      (if (zerop (lispm-run-lisp-abort-actor agent "interrupted"))
+          (message "LispM: %s stops after what runs now" (lispm-actor-name agent))
+        (message "LispM: %s's program is stopped" (lispm-actor-name agent))))))
 
 (defun lispm-agent--turn-at-point ()
   "Return the number of the turn whose heading point is in, or nil."

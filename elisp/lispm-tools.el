@@ -217,7 +217,7 @@ Agents that list tools (MCP `tools/list') should be told then.")
   (or (memq type '(string file integer number boolean))
       (equal type '(array string))))
 
-(defun lispm-tools--json-name (symbol)
+(defun lispm-tools-json-name (symbol)
   "Return the JSON name of SYMBOL: its name with dashes made underscores."
   (string-replace "-" "_" (symbol-name symbol)))
 
@@ -270,7 +270,7 @@ replaced by their JSON names, as agents know them."
       (dolist (spec specs text)
         (setq text (replace-regexp-in-string
                     (concat "\\b" (regexp-quote (upcase (symbol-name (car spec)))) "\\b")
-                    (lispm-tools--json-name (car spec)) text t t))))))
+                    (lispm-tools-json-name (car spec)) text t t))))))
 
 (defun lispm-tools--type-description (type)
   "Return the JSON type TYPE stands for, as a string for humans."
@@ -333,7 +333,7 @@ the value of `lispm-tools-defer' to answer later."
                (`(,props . ,forms) (lispm-tools--split-properties body))
                (agent (or agent (make-symbol "_agent")))
                (function (intern (format "lispm-tool-%s" name)))
-               (tool-name (lispm-tools--json-name name))
+               (tool-name (lispm-tools-json-name name))
                (kind-form (or (plist-get props :kind)
                               (error "Tool %s: `:kind' is required" name)))
                (required (cl-remove-if-not (lambda (s) (nth 3 s)) specs))
@@ -397,13 +397,13 @@ whose `:required' is a vector."
   (let* ((tool (lispm-tools--tool tool))
          (properties (make-hash-table :test #'equal)))
     (dolist (spec (lispm-tool-args tool))
-      (puthash (lispm-tools--json-name (car spec))
+      (puthash (lispm-tools-json-name (car spec))
                (append (lispm-tools--type-schema (nth 1 spec))
                        (list :description (nth 2 spec)))
                properties))
     (list :type "object"
           :properties properties
-          :required (vconcat (mapcar (lambda (s) (lispm-tools--json-name (car s)))
+          :required (vconcat (mapcar (lambda (s) (lispm-tools-json-name (car s)))
                                      (cl-remove-if-not (lambda (s) (nth 3 s))
                                                        (lispm-tool-args tool))))
           :additionalProperties :json-false)))
@@ -452,7 +452,7 @@ whose `:required' is a vector."
           (_ value))
       (lispm-tools--signal
        'lispm-tool-bad-args "%s: argument `%s' must be %s, not %s"
-       (lispm-tool-name tool) (lispm-tools--json-name (car spec))
+       (lispm-tool-name tool) (lispm-tools-json-name (car spec))
        (pcase type
          ('integer "an integer") ('(array string) "an array of strings")
          (_ (concat "a " (car (split-string (lispm-tools--type-description type)
@@ -465,7 +465,7 @@ whose `:required' is a vector."
 Return the values in the order of TOOL's arguments, nil for those absent."
   (let* ((plist (lispm-tools--args-plist tool args))
          (specs (lispm-tool-args tool))
-         (names (mapcar (lambda (s) (lispm-tools--json-name (car s))) specs)))
+         (names (mapcar (lambda (s) (lispm-tools-json-name (car s))) specs)))
     (cl-loop for (key _) on plist by #'cddr
              for name = (substring (symbol-name key) 1)
              unless (member name names)
@@ -475,14 +475,14 @@ Return the values in the order of TOOL's arguments, nil for those absent."
                  (if names (mapconcat (lambda (n) (format-message "`%s'" n)) names ", ")
                    "no arguments")))
     (mapcar (lambda (spec)
-              (let* ((key (intern (concat ":" (lispm-tools--json-name (car spec)))))
+              (let* ((key (intern (concat ":" (lispm-tools-json-name (car spec)))))
                      (value (plist-get plist key)))
                 (cond ((not (lispm-tools--absent-p value))
                        (lispm-tools--coerce tool spec value))
                       ((nth 3 spec)
                        (lispm-tools--signal
                         'lispm-tool-bad-args "%s: missing required argument `%s' (%s)"
-                        (lispm-tool-name tool) (lispm-tools--json-name (car spec))
+                        (lispm-tool-name tool) (lispm-tools-json-name (car spec))
                         (nth 2 spec))))))
             specs)))
 

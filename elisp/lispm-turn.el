@@ -97,7 +97,8 @@
     (other-model . "Send the request again to another of `lispm-models'")
     (skip-tool . "Give the error to the model as the tool's result")
     (edit-args . "Edit the failing call's arguments and run it")
-    (abort . "End the turn, keeping what was done"))
+    (abort . "End the turn, keeping what was done")
+    (more-fuel . "Give the program more fuel and let it go on"))
   "Every restart, in the order of its number: 0 is `retry', 4 `abort'.")
 
 (defconst lispm-turn--condition-restarts
@@ -109,7 +110,8 @@
     (lispm-turn-tool-failed retry skip-tool edit-args abort)
     (lispm-turn-step-limit retry abort)
     (lispm-turn-repeated-failure retry skip-tool edit-args abort)
-    (lispm-turn-interrupted retry other-model abort))
+    (lispm-turn-interrupted retry other-model abort)
+    (lispm-lisp-fuel-exhausted more-fuel skip-tool abort))
   "The restarts each condition offers.")
 
 ;;; The turn
@@ -358,7 +360,10 @@ arguments, a path outside the folder."
     (and symbol
          (cl-intersection (get symbol 'error-conditions)
                           '(lispm-policy-denied lispm-tool-unknown lispm-tool-bad-args
-                                                lispm-tool-outside-folder)))))
+                                                lispm-tool-outside-folder
+                                                ;; A run_lisp program's own mistakes.
+                                                lispm-lisp-unreadable lispm-lisp-refused
+                                                lispm-lisp-program-error)))))
 
 (defun lispm-turn--refused-p (outcome)
   "Return non-nil if OUTCOME is a refusal."
@@ -381,13 +386,15 @@ arguments, a path outside the folder."
 (defun lispm-turn--run-next (turn)
   "Run each call of TURN that has no outcome, in order; then go on.
 A call that calls back before `lispm-calls-invoke' returns (a read, an
-edit) is followed by the next one in this loop: no timer, no nesting."
+edit) is followed by the next one in this loop: no timer, no nesting.
+Nothing happens unless TURN is running its tools: a result that comes
+after the user ended the turn, or stopped it, leaves it so."
   (let ((again t))
     (while again
       (setq again nil)
       (let ((call (lispm-turn--next-call turn)))
         (cond
-         ((not (lispm-turn--buffer-live-p turn)) nil)
+         ((not (and (eq (lispm-turn-state turn) 'tools) (lispm-turn--buffer-live-p turn))) nil)
          ((null call) (lispm-turn--tools-done turn))
          ((lispm-turn-interrupted turn)
           (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted between tool calls"))
@@ -418,15 +425,25 @@ the next call from a timer, outside whatever delivered it."
                   buffer id (or (lispm-approval-title approval)
                                 (format "%s %s" (lispm-approval-kind approval)
                                         (plist-get call :name)))))
-               (when (lispm-turn-on-state turn)
-                 (funcall (lispm-turn-on-state turn) turn))))
+               (lispm-turn--changed turn))
+     :on-decided (lambda (_approval answer)
+                   (plist-put call :waiting nil)
+                   (let ((denied (not (eq (plist-get answer :decision) 'allow))))
+                     (lispm-session-decide-approval
+                      buffer id (if denied 'cancelled 'done)
+                      (and denied (plist-get answer :reason))))
+                   (lispm-turn--changed turn)))
     (setq returned t)
     at-once))
+
+(defun lispm-turn--changed (turn)
+  "Tell TURN's caller that something of it changed."
+  (when (lispm-turn-on-state turn)
+    (funcall (lispm-turn-on-state turn) turn)))
 
 (defun lispm-turn--called (turn call outcome)
   "Record OUTCOME of TURN's CALL and show it."
   (let* ((id (plist-get call :id))
-         (buffer (lispm-turn-buffer turn))
          (outcome (if (plist-get outcome :ok)
                       outcome
                     (plist-put (copy-sequence outcome) :error
@@ -434,20 +451,16 @@ the next call from a timer, outside whatever delivered it."
     (lispm-turn--trace turn 'result (list id outcome))
     (setf (lispm-turn-changes turn)
           (append (reverse (plist-get outcome :changes)) (lispm-turn-changes turn)))
-    (when (eq (plist-get call :waiting) 'approval)
-      (plist-put call :waiting nil)
-      (when (buffer-live-p buffer)
-        (lispm-session-decide-approval
-         buffer id (if (lispm-turn--refused-p outcome) 'cancelled 'done)
-         (and (lispm-turn--refused-p outcome) (plist-get outcome :error)))))
+    (when (plist-get call :skip-failure)
+      (setq outcome (plist-put outcome :skipped t)))
     (unless (plist-get outcome :ok)
       (cl-incf (gethash (cons (plist-get call :name) (plist-get call :arguments))
                         (lispm-turn-failures turn) 0)))
     (setf (alist-get id (lispm-turn-outcomes turn) nil nil #'equal) outcome)
-    (when (or (plist-get outcome :ok) (lispm-turn--for-the-model-p outcome))
+    (when (or (plist-get outcome :ok) (plist-get outcome :skipped)
+              (lispm-turn--for-the-model-p outcome))
       (lispm-turn--report turn call outcome))
-    (when (lispm-turn-on-state turn)
-      (funcall (lispm-turn-on-state turn) turn))))
+    (lispm-turn--changed turn)))
 
 (defun lispm-turn--report (turn call outcome)
   "Show OUTCOME of TURN's CALL in the session, unless it was shown."
@@ -522,6 +535,25 @@ the next call from a timer, outside whatever delivered it."
                                        (car (split-string message "\n")))))
   (run-hook-with-args 'lispm-turn-stopped-functions turn))
 
+(defun lispm-turn-suspend (turn type message resume)
+  "Stop TURN at the condition TYPE, in the middle of its running call.
+MESSAGE says what happened.  The call waits; RESUME is called once,
+with the restart the user chooses and its argument: the restarts are
+those `lispm-turn--condition-restarts' gives TYPE, and for
+`skip-tool' the call's failure goes to the model as its result."
+  (lispm-turn--stop turn type message (list :resume resume)))
+
+(defun lispm-turn--resume (turn resume name argument)
+  "Go on with TURN, stopped in a call, by the restart NAME with ARGUMENT.
+RESUME is the call's function of `lispm-turn-suspend'."
+  (pcase name
+    ('abort (funcall resume 'abort nil)
+            (lispm-turn--abort turn))
+    (_ (when (eq name 'skip-tool)
+         (plist-put (lispm-turn--next-call turn) :skip-failure t))
+       (lispm-turn--enter turn 'tools)
+       (funcall resume name argument))))
+
 (defun lispm-turn-available-restarts (turn)
   "Return the restarts of TURN, stopped at a condition, in order."
   (let ((type (car (lispm-turn-condition turn))))
@@ -541,7 +573,8 @@ new arguments, a JSON object's text."
       (lispm-signal 'lispm-turn-no-restart (list restart)
                     "No restart %s here; the restarts are: %s" restart
                     (mapconcat #'symbol-name (lispm-turn-available-restarts turn) ", ")))
-    (let ((type (car (lispm-turn-condition turn))))
+    (let ((type (car (lispm-turn-condition turn)))
+          (resume (plist-get (nth 2 (lispm-turn-condition turn)) :resume)))
       (lispm-turn--trace turn 'restart (list name argument))
       (when (lispm-turn--buffer-live-p turn)
         (lispm-session-insert-note (lispm-turn-buffer turn)
@@ -551,6 +584,7 @@ new arguments, a JSON object's text."
       (setf (lispm-turn-condition turn) nil
             (lispm-turn-interrupted turn) nil)
       (pcase name
+        ((guard resume) (lispm-turn--resume turn resume name argument))
         ('abort (lispm-turn--abort turn))
         ('other-model
          (lispm-model-get argument)

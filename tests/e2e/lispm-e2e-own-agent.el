@@ -12,98 +12,13 @@
 
 ;;; Code:
 
-(require 'lispm-e2e)
-(require 'lispm-own-agent)
-
-(defun lispm-e2e-own--models ()
-  "Return `lispm-models' for the run's gateway: a main and a backup model."
-  (let ((gateway (getenv "LISPM_E2E_GATEWAY")))
-    `(("scripted" :api anthropic :base-url ,gateway :model "scripted-main"
-       :key (:env "LISPM_E2E_KEY"))
-      ("backup" :api chat :base-url ,(concat gateway "/v1") :model "scripted-backup"))))
-
-(defconst lispm-e2e-own--trusting
-  '((default (read allow) (introspect allow) (message allow)
-             (edit allow) (shell allow) (eval allow)))
-  "A policy that lets the agent do everything at once.")
-
-(defconst lispm-e2e-own--asking
-  '((default (read allow) (introspect allow) (message allow)
-             (edit ask) (shell ask) (eval ask)))
-  "A policy that asks before every change.")
-
-(defun lispm-e2e-own-reset (project)
-  "Put PROJECT's files back as committed, with no buffer visiting them."
-  (let ((folder (lispm-e2e-project project)))
-    (dolist (buffer (buffer-list))
-      (when (and (buffer-file-name buffer)
-                 (file-in-directory-p (buffer-file-name buffer) folder))
-        (with-current-buffer buffer (set-buffer-modified-p nil))
-        (kill-buffer buffer)))
-    (let ((default-directory folder))
-      (call-process "git" nil nil nil "checkout" "-q" "--" ".")
-      (call-process "git" nil nil nil "clean" "-fdq"))))
-
-(defmacro lispm-e2e-own-with (spec &rest body)
-  "Run BODY with an own agent: SPEC is (AGENT PROJECT POLICY).
-PROJECT names a project folder of the run; POLICY is `lispm-policy-roles'."
-  (declare (indent 1))
-  (let ((agent (nth 0 spec)) (project (nth 1 spec)) (policy (nth 2 spec)))
-    `(let* ((_ (lispm-e2e-own-reset ,project))
-            (lispm-models (lispm-e2e-own--models))
-            (lispm-policy-roles ,policy)
-            (lispm-sessions-directory (lispm-e2e-dir "sessions/"))
-            (process-environment (cons "LISPM_E2E_KEY=not-a-real-key" process-environment))
-            (,agent (lispm-agent (lispm-e2e-project ,project))))
-       (lispm-e2e-begin)
-       (unwind-protect (progn ,@body)
-         (when (buffer-live-p (lispm-own-agent-buffer ,agent))
-           (let ((kill-buffer-query-functions nil))
-             (kill-buffer (lispm-own-agent-buffer ,agent))))))))
-
-(defun lispm-e2e-own-send (agent text)
-  "Give AGENT TEXT and wait until its turn is over (or stopped)."
-  (lispm-agent-send agent text)
-  (lispm-e2e-own-settle agent))
-
-(defun lispm-e2e-own-settle (agent)
-  "Wait until AGENT is idle, or stopped at a condition; return its turn."
-  (let ((turn (cdr (car (lispm-own-agent-turns agent)))))
-    (lispm-e2e-wait (lambda () (or (not (lispm-turn-live-p turn))
-                                   (eq (lispm-turn-state turn) 'stopped)))
-                    60 (format "the turn of %s to end" (lispm-actor-name agent)))
-    turn))
-
-(defun lispm-e2e-own-requests (prompt-part)
-  "Return the main requests of any API whose prompt contains PROMPT-PART."
-  (cl-loop for request in (lispm-e2e-requests)
-           when (and (equal (plist-get request :kind) "main")
-                     (string-search prompt-part (or (plist-get request :prompt) "")))
-           collect request))
-
-(defun lispm-e2e-own-body (request)
-  "Return the body the gateway logged for REQUEST, as text."
-  (with-temp-buffer
-    (insert-file-contents (plist-get request :body_file))
-    (buffer-string)))
-
-(defun lispm-e2e-own-file (project name)
-  "Return the file NAME of PROJECT."
-  (expand-file-name name (lispm-e2e-project project)))
-
-(defun lispm-e2e-own-approve (&optional deny reason)
-  "Wait for an approval and allow it (or DENY it with REASON)."
-  (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "an approval")
-  (let ((approval (car (lispm-approvals-pending))))
-    (if deny
-        (lispm-approvals-deny approval reason)
-      (lispm-approvals-allow approval))))
+(require 'lispm-e2e-own)
 
 ;;; 1, 2: reads see unsaved text; each edit is one undo step
 
 (ert-deftest lispm-e2e-own-reads-unsaved-text ()
   "The agent's read_file returns the buffer, unsaved changes included."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (with-current-buffer (find-file-noselect (lispm-e2e-own-file "project" "notes.el"))
       (goto-char (point-min))
       (insert ";; UNSAVED-MARK\n"))
@@ -114,7 +29,7 @@ PROJECT names a project folder of the run; POLICY is `lispm-policy-roles'."
 
 (ert-deftest lispm-e2e-own-two-edits-are-two-undo-steps ()
   "Two edits in one turn, the user typing in between: one undo, one edit."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
     (let ((buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))))
       (lispm-agent-send agent "Make two edits to todo.txt")
       (lispm-e2e-own-approve)
@@ -152,7 +67,7 @@ PROJECT names a project folder of the run; POLICY is `lispm-policy-roles'."
   "A turn edits two files and creates a third; reverting restores them all.
 The user's later edit elsewhere survives; an edit of the agent's text
 is a conflict, and nothing changes."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let* ((todo (lispm-e2e-own-file "project" "todo.txt"))
            (notes (lispm-e2e-own-file "project" "notes.el"))
            (created (lispm-e2e-own-file "project" "new-file.txt"))
@@ -188,7 +103,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()
   "An edit denied with a reason: the model reads the reason; the turn goes on."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
     (lispm-agent-send agent "Edit todo.txt if allowed")
     (lispm-e2e-own-approve t "not that file today")
     (let ((turn (lispm-e2e-own-settle agent)))
@@ -203,7 +118,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-overloaded-then-other-model ()
   "A 529 stops at the condition buffer; OTHER-MODEL gets the answer from the backup."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((turn (lispm-e2e-own-send agent "Are you overloaded")))
       (should (eq (lispm-turn-state turn) 'stopped))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-model-http-error))
@@ -223,7 +138,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-cut-stream-then-abort ()
   "A stream cut in the middle stops at the condition; ABORT keeps the earlier edit."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((turn (lispm-e2e-own-send agent "Edit then get cut")))
       (should (eq (lispm-turn-state turn) 'stopped))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-model-stream-cut))
@@ -248,7 +163,7 @@ is a conflict, and nothing changes."
   (let ((status-before (lispm-e2e-own--git (lispm-e2e-project "project")
                                            "status" "--porcelain"))
         file)
-    (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+    (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
       (lispm-e2e-own-send agent "My name is Ada.")
       (lispm-e2e-own-send agent "Remember the number 42.")
       (lispm-e2e-own-send agent "Thank you.")
@@ -266,9 +181,9 @@ is a conflict, and nothing changes."
       (with-temp-file script
         (prin1 `(progn
                   (require 'lispm-own-agent)
-                  (setq lispm-models ',(lispm-e2e-own--models)
+                  (setq lispm-models ',(lispm-e2e-own-models)
                         lispm-sessions-directory ,(lispm-e2e-dir "sessions/")
-                        lispm-policy-roles ',lispm-e2e-own--trusting)
+                        lispm-policy-roles ',lispm-e2e-own-trusting)
                   (setenv "LISPM_E2E_KEY" "not-a-real-key")
                   (let ((agent (lispm-agent-resume ,file)))
                     (lispm-agent-send agent "What is my name?")
@@ -290,7 +205,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-compaction-keeps-the-rule ()
   "After compaction the next request is smaller, and the first turn's rule is in it."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (lispm-e2e-own-send agent "Rule: always sign answers with -- Ada.")
     (lispm-e2e-own-send agent "Tell me a long story")
     (lispm-e2e-own-send agent "Tell me another long story")
@@ -309,7 +224,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-kill-buffer-mid-stream ()
   "Killing the buffer mid-stream signals nothing; the gateway sees the cancel."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (lispm-agent-send agent "Stream slowly now")
     (let ((buffer (lispm-own-agent-buffer agent)))
       (lispm-e2e-wait (lambda () (with-current-buffer buffer
@@ -327,7 +242,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-model-mistakes-are-results ()
   "An unknown tool and arguments that are not JSON come back as results."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((turn (lispm-e2e-own-send agent "Call things badly")))
       (should (eq (lispm-turn-state turn) 'done))
       (let ((results (plist-get (car (last (lispm-e2e-own-requests "Call things badly")))
@@ -338,7 +253,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-empty-and-huge-replies ()
   "An empty reply stops at a condition; a 10 MB reply arrives whole."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((turn (lispm-e2e-own-send agent "Say nothing at all")))
       (should (eq (lispm-turn-state turn) 'stopped))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-model-malformed-reply))
@@ -352,7 +267,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-step-limit-and-repeats ()
   "The step limit and a call failing again and again each stop at a condition."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let* ((lispm-turn-step-limit 3)
            (turn (lispm-e2e-own-send agent "Read forever")))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-step-limit))
@@ -366,7 +281,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-tool-error-edit-args ()
   "A tool that fails stops at a condition; EDIT-ARGS runs it with new arguments."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((turn (lispm-e2e-own-send agent "Edit with a typo")))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-tool-failed))
       (should (equal (lispm-turn-available-restarts turn)
@@ -386,7 +301,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-interrupt-and-list ()
   "C-c C-k stops a streaming turn at a condition; the agent is in list_agents."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--trusting)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((listed (cl-find (lispm-actor-name agent)
                            (append (plist-get (lispm-sidecar-dispatch-request
                                                'emacs/list-agents nil)
@@ -413,7 +328,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-computes-with-eval-elisp ()
   "It defines a recursive function with an approved eval_elisp, and calls it."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
     (lispm-agent-send agent "What is the 30th Fibonacci number? Compute it, don't recall it.")
     (lispm-e2e-own-approve)
     (lispm-e2e-own-approve)
@@ -425,7 +340,7 @@ is a conflict, and nothing changes."
 
 (ert-deftest lispm-e2e-own-defines-a-tool-and-calls-it ()
   "A tool it defines with an approved eval_elisp is offered, and called, at its next step."
-  (lispm-e2e-own-with (agent "project" lispm-e2e-own--asking)
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
     (unwind-protect
         (progn
           (lispm-agent-send agent "Make yourself a shout tool and use it")
