@@ -23,7 +23,8 @@
 ;; open meanwhile.  The approval shows in `*LispM approvals*', one
 ;; section each, newest last: who asks (agent and role), the kind, and
 ;; what: an edit's diff, a shell command with its folder, an eval form
-;; pretty-printed.  While anything waits, the mode line says so
+;; pretty-printed, an Org file (a skill an agent writes) as Org shows
+;; it.  While anything waits, the mode line says so
 ;; (`lispm-approvals-mode-line').  Later CALLBACK is called exactly once
 ;; with one of:
 ;;
@@ -84,6 +85,8 @@ denials and the user's answers are always recorded."
 
 (lispm-define-error 'lispm-approvals-error "LispM approval error" 'lispm-error -32055)
 
+(defvar org-inhibit-startup)
+
 (defvar lispm-approvals-changed-hook nil
   "Hook run whenever an approval arrives or goes.")
 
@@ -96,7 +99,7 @@ denials and the user's answers are always recorded."
   (role nil :documentation "The agent's role, a symbol.")
   (kind nil :documentation "The kind of action, such as `edit'.")
   (target nil :documentation "What the action is, a plist: :files, :diff,
-:command, :directory, :form, ...")
+:command, :directory, :form, :org, ...")
   (title nil :documentation "The caller's one-line name of it, or nil.")
   (callback nil :documentation "Called once with the decision's plist.")
   (time nil :documentation "When it was asked, a float time.")
@@ -163,15 +166,38 @@ denials and the user's answers are always recorded."
      200)))
 
 (defun lispm-approvals--fontify (text mode)
-  "Return TEXT fontified as MODE, a major mode function, would show it."
+  "Return TEXT fontified as MODE, a major mode function, would show it.
+Only the faces are kept, so that the text shows as it is: nothing
+of it hidden (as Org hides a link's brackets) or made active."
   (with-temp-buffer
     (insert text)
-    (delay-mode-hooks (funcall mode))
+    (when (eq mode #'org-mode)
+      (require 'org)
+      ;; Org reads, or fetches, the file a #+SETUPFILE: names as it sets
+      ;; up a buffer: this copy, same length, names none.
+      (goto-char (point-min))
+      (let ((case-fold-search t))
+        (while (re-search-forward "^[ \t]*#\\+setupfile\\(:\\)" nil t)
+          (replace-match " " t t nil 1))))
+    ;; No folding, images or LaTeX run at Org's startup either.
+    (let ((org-inhibit-startup t))
+      (delay-mode-hooks (funcall mode)))
     ;; Fontify the diff alone: never look for the files it names.
     (setq-local diff-font-lock-syntax nil)
     (setq-local diff-font-lock-prettify nil)
     (ignore-errors (font-lock-ensure))
-    (buffer-string)))
+    (let ((shown (substring-no-properties text))
+          (pos (point-min)))
+      (while (< pos (point-max))
+        (let ((next (next-single-property-change pos 'face nil (point-max))))
+          (when-let* ((face (get-text-property pos 'face)))
+            (put-text-property (1- pos) (1- next) 'face face shown))
+          (setq pos next)))
+      shown)))
+
+(defun lispm-approvals--creates-p (diff)
+  "Return non-nil if DIFF, a unified diff, is that of a new file's text."
+  (string-match-p "^@@ -0,0 " diff))
 
 (defun lispm-approvals--pretty-form (form)
   "Return the Lisp text FORM pretty-printed, or FORM if it does not read."
@@ -281,7 +307,13 @@ Each section is one approval.  On a section:
                             'help-echo "RET: visit this file")
                 "\n")))
     (when-let* ((diff (plist-get target :diff)))
-      (lispm-approvals--insert-block (lispm-approvals--fontify diff #'diff-mode)))
+      ;; A new Org file shows as itself, below: its diff would repeat it.
+      (unless (and (plist-get target :org) (lispm-approvals--creates-p diff))
+        (lispm-approvals--insert-block (lispm-approvals--fontify diff #'diff-mode))
+        (when (plist-get target :org)
+          (insert "  The whole file, as it would be:\n"))))
+    (when-let* ((org (plist-get target :org)))
+      (lispm-approvals--insert-block (lispm-approvals--fontify org #'org-mode)))
     (when-let* ((command (plist-get target :command)))
       (let ((directory (or (plist-get target :directory) (lispm-actor-folder agent))))
         (insert "  In: " (propertize (abbreviate-file-name directory)
@@ -450,7 +482,9 @@ DECISION is a symbol: `allow', `allow-session', `deny' or `withdrawn'."
 KIND is one of `lispm-policy-kinds'.  TARGET is a plist: :files (file
 names), :diff (a unified diff of an edit), :command and :directory
 \(a shell command and where it runs), :form (Lisp text to evaluate),
-:text (anything else to show).  TITLE is a one-line name of the action, such
+:org (the whole text an Org file would have: shown as Org shows it,
+instead of the diff when the file is new), :text (anything else to
+show).  TITLE is a one-line name of the action, such
 as \"edit_file notes.el\".
 
 This returns at once, never waiting for the user.  Later CALLBACK is

@@ -41,6 +41,14 @@
 ;; trusted until the user trusts the project again.  An untrusted
 ;; skill's instructions can still be read.  All of a skill's forms are
 ;; read before any is evaluated, so broken Lisp runs nothing.
+;;
+;; The `write_skill' tool (kind `edit') lets an agent write itself a
+;; skill: `.lispm/skills/NAME.org' in its folder, the project's
+;; skills, written as write_file writes (one undo step, taken back
+;; with its turn).  Before the user is asked, every Lisp block of it
+;; must read as `skill' reads them; the approval shows the Org file it
+;; would become.  Writing a skill runs nothing of it: `skill' loads
+;; it, and its code runs only once the user trusts the project.
 
 ;;; Code:
 
@@ -93,11 +101,12 @@
   "Return TEXT, a source block's body, without Org's escaping commas."
   (replace-regexp-in-string "^\\([ \t]*\\),\\([*,]\\|#\\+\\)" "\\1\\2" text t))
 
-(defun lispm-skills--parse (file source &optional project)
+(defun lispm-skills--parse (file source &optional project text)
   "Read the skill in FILE, an Org file from SOURCE; return a `lispm-skill'.
-PROJECT is the project's root for a project's skill."
+PROJECT is the project's root for a project's skill.  TEXT, if
+non-nil, is read as FILE's text instead of what is on disk."
   (with-temp-buffer
-    (insert-file-contents file)
+    (if text (insert text) (insert-file-contents file))
     (let ((case-fold-search t)
           (name (file-name-base file))
           title description code broken)
@@ -282,13 +291,15 @@ by default) and, with CONFIRM, ask before trusting."
 
 ;;; Loading
 
-(defun lispm-skills--read-forms (skill)
+(defun lispm-skills--read-forms (skill &optional outcome)
   "Return every form of SKILL's code, read but not evaluated.
-Signal `lispm-skill-broken', naming the block, if any does not read."
+Signal `lispm-skill-broken', naming the block, if any does not read;
+its message ends with OUTCOME, by default \"nothing was run\"."
+  (setq outcome (or outcome "nothing was run"))
   (when (lispm-skill-broken skill)
     (lispm-signal 'lispm-skill-broken (list (lispm-skill-name skill))
-                  "Skill %s is broken: %s; nothing was run"
-                  (lispm-skill-name skill) (lispm-skill-broken skill)))
+                  "Skill %s is broken: %s; %s"
+                  (lispm-skill-name skill) (lispm-skill-broken skill) outcome))
   (let ((n 0) forms)
     (dolist (block (lispm-skill-code skill))
       (cl-incf n)
@@ -303,8 +314,8 @@ Signal `lispm-skill-broken', naming the block, if any does not read."
                     (error
                      (lispm-signal
                       'lispm-skill-broken (list (lispm-skill-name skill))
-                      "Skill %s has broken Lisp in block %d, at the form on its line %d (%s); \
-nothing was run" (lispm-skill-name skill) n line (error-message-string err))))
+                      "Skill %s has broken Lisp in block %d, at the form on its line %d (%s); %s"
+                      (lispm-skill-name skill) n line (error-message-string err) outcome)))
                   forms)))))
     (nreverse forms)))
 
@@ -371,6 +382,69 @@ anyway."
                    (format "\n\n[Skill %s loaded; its tools: %s]" name
                            (string-join (append (plist-get result :tools) nil) ", ")))
                   (t "")))))
+
+;;; Writing skills
+
+(defun lispm-skills--check-name (name)
+  "Signal `lispm-tool-bad-args' unless NAME can name a skill's file."
+  (unless (string-match-p "\\`[A-Za-z0-9_-]+\\'" name)
+    (lispm-signal 'lispm-tool-bad-args nil
+                  "write_skill: %S cannot name a skill: use only letters, digits, - and _ \
+\(it is the file's name, without .org)" name)))
+
+(defun lispm-skills--new-file (agent name)
+  "Return the file, a truename, in which AGENT writes the skill NAME.
+That is NAME.org in the `.lispm/skills/' of AGENT's folder.  Signal
+if NAME is no skill's name, or if the project's skills are in a
+folder above: that is outside AGENT's folder, and a new
+`.lispm/skills/' in it would hide them."
+  (lispm-skills--check-name name)
+  (let* ((folder (lispm-tools-resolve agent "."))
+         (root (lispm-skills--project-root folder)))
+    (when (and root (not (equal root folder)))
+      (lispm-signal 'lispm-tool-outside-folder nil
+                    "The project's skills are in %s, outside the folder %s; write_skill \
+writes only inside the folder, and a new %s there would hide them"
+                    (expand-file-name lispm-skills-project-subdirectory root)
+                    (directory-file-name folder) lispm-skills-project-subdirectory))
+    (lispm-tools-resolve agent (concat lispm-skills-project-subdirectory name ".org"))))
+
+(defun lispm-skills--check-text (file text)
+  "Signal `lispm-skill-broken' if any Lisp block of TEXT does not read.
+TEXT is what the skill file FILE would hold.  It is read as `skill'
+reads a skill, and nothing of it is evaluated."
+  (lispm-skills--read-forms (lispm-skills--parse file 'project nil text)
+                            "nothing was written"))
+
+(defun lispm-skills--written-note (file name)
+  "Return what the agent is told after writing the skill NAME in FILE."
+  (let ((skill (lispm-skills--parse file 'project (lispm-skills--project-root file))))
+    (format "Nothing in it was run.  The skill tool (name %s) %s" name
+            (cond ((null (lispm-skill-code skill))
+                   "returns its instructions; it has no Lisp code.")
+                  ((lispm-skills-trusted-p skill)
+                   "loads it; its code is as the user trusted it, so it runs then.")
+                  (t "loads it, but its code runs only once the user has reviewed \
+it and trusts the project (M-x lispm-trust-project).")))))
+
+(lispm-define-tool write-skill (agent (name string "The skill's name: letters, digits, - and _ only (its file's name without .org).")
+                                      (text string "The skill's whole Org file: instructions, and #+begin_src emacs-lisp blocks."))
+  "Write yourself a skill, TEXT, as the project's Org file .lispm/skills/NAME.org.
+A skill is instructions plus Emacs Lisp source blocks, whose code
+usually defines tools with `lispm-define-tool'.  The user reviews
+it before it is written; every Lisp block must read, or nothing
+is.  Nothing in it runs now: the skill tool loads it later, and a
+project's skill code runs only once the user trusts the project."
+  :kind 'edit
+  :target (let ((file (lispm-skills--new-file agent name)))
+            (lispm-skills--check-text file text)
+            (append (lispm-tool-target "write_file" agent (list :path file :content text))
+                    (list :org text)))
+  (let ((file (lispm-skills--new-file agent name)))
+    (lispm-skills--check-text file text)
+    (let ((result (copy-sequence (lispm-tool-write-file agent file text))))
+      (plist-put result :text (format "%s.  %s" (plist-get result :text)
+                                      (lispm-skills--written-note file name))))))
 
 (provide 'lispm-skills)
 ;;; lispm-skills.el ends here

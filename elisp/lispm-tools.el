@@ -62,7 +62,7 @@
 ;;
 ;; The base tools: read_file, list_files, grep, edit_file, write_file,
 ;; run_shell, eval_elisp and search_tools.  Skills (lispm-skills.el)
-;; add `skill' and whatever tools the skills' code defines.
+;; add `skill', `write_skill' and whatever tools the skills' code defines.
 
 ;;; Code:
 

@@ -12,6 +12,7 @@
 (require 'ert)
 (require 'lispm-approvals)
 (require 'lispm-list)
+(require 'lispm-edit)
 (require 'lispm-test-fixtures)
 
 (defvar lispm-approvals-test--audits nil
@@ -162,6 +163,53 @@
         (should (memq 'diff-removed (ensure-list (get-text-property (1- (point)) 'face))))
         (should (derived-mode-p 'lispm-approvals-mode))
         (should buffer-read-only)))))
+
+(ert-deftest lispm-approvals-test-org-file-shown-as-org ()
+  (require 'org)
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (file (expand-file-name ".lispm/skills/hello.org" folder))
+           (org (format "#+title: Hello\n#+SETUPFILE: %s\n* How to greet\n\
+See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder)))
+           (read-setup nil))
+      (cl-letf (((symbol-function 'org-file-contents)
+                 (lambda (&rest args) (push args read-setup) "")))
+        ;; A new file: the Org text, not its diff too.
+        (lispm-approvals-request codex 'default 'edit
+                                 (list :files (list file) :org org
+                                       :diff (lispm-edit-diff "" org ".lispm/skills/hello.org"))
+                                 #'ignore "write_skill hello")
+        (let ((text (lispm-approvals-test--text)))
+          (should (string-search (concat "File: .lispm/skills/hello.org\n" org) text))
+          (should-not (string-search "+#+title" text))
+          (should-not (string-search "The whole file" text)))
+        (with-current-buffer lispm-approvals-buffer-name
+          (goto-char (point-min))
+          (search-forward "#+title")
+          (should (memq 'org-document-info-keyword
+                        (ensure-list (get-text-property (1- (point)) 'face))))
+          (search-forward "How to greet")
+          (should (memq 'org-level-1 (ensure-list (get-text-property (1- (point)) 'face))))
+          ;; The link as written, brackets and all, and not a button.
+          (search-forward "[[https://example.com][the site]]")
+          (should (memq 'org-link (ensure-list (get-text-property (- (point) 4) 'face))))
+          (let ((start (match-beginning 0)) (end (match-end 0)))
+            (should-not (text-property-not-all start end 'invisible nil))
+            (should-not (text-property-not-all start end 'keymap nil))))
+        (lispm-approvals-deny (car (lispm-approvals-pending)) "no")
+        ;; A file that exists: its diff, then the whole file.
+        (lispm-approvals-request codex 'default 'edit
+                                 (list :files (list file) :org org
+                                       :diff (lispm-edit-diff "* Old\n" org
+                                                              ".lispm/skills/hello.org"))
+                                 #'ignore "write_skill hello")
+        (let ((text (lispm-approvals-test--text)))
+          (should (string-search "-* Old" text))
+          (should (string-search "+#+title: Hello" text))
+          (should (< (string-search "+#+title: Hello" text)
+                     (string-search "The whole file, as it would be:\n#+title: Hello" text)))))
+      ;; Showing it read no file the text names.
+      (should-not read-setup))))
 
 ;;; Answering
 

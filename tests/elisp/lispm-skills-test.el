@@ -5,12 +5,14 @@
 ;; Each test has a user skills folder, a project with `.lispm/skills/',
 ;; and a trust file of its own, all temporary.  The skills' code sets
 ;; `lispm-skills-test--effect' and defines tools: the tests check
-;; whether that happened.
+;; whether that happened.  Then the skills an agent writes with
+;; `write_skill'.
 
 ;;; Code:
 
 (require 'ert)
 (require 'lispm-skills)
+(require 'lispm-calls)
 (require 'lispm-test-fixtures)
 
 (defvar lispm-skills-test--effect nil
@@ -61,6 +63,12 @@ The project has `.lispm/skills/'; the agent works in the project."
            ,@body)
        (fmakunbound 'lispm-tool-lispm-test-hello)
        (fmakunbound 'lispm-tool-lispm-test-bye)
+       ;; The buffers write_skill visited.
+       (dolist (buffer (buffer-list))
+         (when (and (buffer-file-name buffer)
+                    (string-prefix-p root (buffer-file-name buffer)))
+           (with-current-buffer buffer (set-buffer-modified-p nil))
+           (kill-buffer buffer)))
        (delete-directory root t))))
 
 (defun lispm-skills-test--write (dir name text)
@@ -243,6 +251,193 @@ The project has `.lispm/skills/'; the agent works in the project."
       (should (string-match-p "Rogerian psychotherapist" (plist-get result :instructions))))
     ;; Trusting a folder without skills is the user's mistake.
     (should-error (lispm-trust-project root) :type 'user-error)))
+
+;;; Writing skills
+
+(defconst lispm-skills-test--written
+  "#+title: Hello
+* How to greet
+
+Call =lispm_test_hello=.
+
+#+begin_src emacs-lisp
+(setq lispm-skills-test--effect 'written)
+(lispm-define-tool lispm-test-hello ((who string \"Whom to greet.\"))
+  \"Greet WHO.\"
+  :kind 'message
+  (format \"Hi, %s!\" who))
+#+end_src
+"
+  "The text of a skill an agent writes: its code has a side effect.")
+
+(defun lispm-skills-test--skill-file (project name)
+  "Return the file of PROJECT's skill NAME."
+  (expand-file-name (concat ".lispm/skills/" name ".org") project))
+
+(ert-deftest lispm-skills-test-write-skill-names ()
+  (lispm-skills-test--fixture
+    (should (eq (lispm-tool-kind (lispm-tool-get "write_skill")) 'edit))
+    (dolist (name '("../escape" "a b" "greet.org" "sub/greet" ".hidden" "grüß" "x\0y"))
+      (let ((err (should-error (lispm-tool-target "write_skill" agent
+                                                  (list :name name :text "Text.\n"))
+                               :type 'lispm-tool-bad-args)))
+        (should (string-match-p "cannot name a skill: use only letters, digits, - and _"
+                                (cadr err))))
+      ;; The body refuses it too, when called without its target.
+      (should (equal (plist-get (lispm-tools-call "write_skill" agent
+                                                  (list :name name :text "Text.\n"))
+                                :condition)
+                     "lispm-tool-bad-args")))
+    (should (equal (directory-files (expand-file-name ".lispm/skills" project) nil
+                                    directory-files-no-dot-files-regexp)
+                   nil))
+    (should-not (file-exists-p (expand-file-name "escape.org" root)))
+    (let ((target (lispm-tool-target "write_skill" agent '(:name "My-skill_2" :text "Text.\n"))))
+      (should (equal (plist-get target :files)
+                     (list (lispm-skills-test--skill-file project "My-skill_2")))))))
+
+(ert-deftest lispm-skills-test-write-skill-broken-lisp-refused-before-asking ()
+  (lispm-skills-test--fixture
+    (let* ((lispm-policy-roles '((default (read allow) (edit ask))))
+           (lispm-approvals--pending nil)
+           (asked nil) (outcomes nil)
+           (text (concat lispm-skills-test--written
+                         "#+begin_src emacs-lisp\n(setq lispm-skills-test--effect 'broken\n\
+#+end_src\n")))
+      (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
+        (lispm-calls-invoke agent "write_skill" (list :name "hello" :text text)
+                            (lambda (outcome) (push outcome outcomes))
+                            :on-ask (lambda (approval) (push approval asked))))
+      (should-not asked)
+      (should-not (lispm-approvals-pending))
+      (should (= (length outcomes) 1))
+      (should (eq (car (plist-get (car outcomes) :condition)) 'lispm-skill-broken))
+      (should (string-match-p "Skill hello has broken Lisp in block 2, at the form on its line 1 \
+.*; nothing was written" (plist-get (car outcomes) :error)))
+      (should-not (file-exists-p (lispm-skills-test--skill-file project "hello")))
+      (should-not (find-buffer-visiting (lispm-skills-test--skill-file project "hello")))
+      ;; A block without its end, through the body.
+      (let ((result (lispm-tools-call "write_skill" agent
+                                      '(:name "hello" :text "#+begin_src emacs-lisp\n(+ 1 2)\n"))))
+        (should (equal (plist-get result :condition) "lispm-skill-broken"))
+        (should (string-match-p "no #\\+end_src; nothing was written" (plist-get result :error))))
+      (should-not (file-exists-p (lispm-skills-test--skill-file project "hello")))
+      (should-not lispm-skills-test--effect))))
+
+(ert-deftest lispm-skills-test-write-skill-asks-with-the-org-text-then-writes ()
+  (lispm-skills-test--fixture
+    (let* ((lispm-policy-roles '((default (read allow) (edit ask))))
+           (lispm-approvals--pending nil)
+           (file (lispm-skills-test--skill-file project "hello"))
+           (asked nil) (outcomes nil))
+      ;; No `.lispm/skills/' yet: it is made, and taken back with the file.
+      (delete-directory (expand-file-name ".lispm" project) t)
+      (cl-letf (((symbol-function 'lispm-sidecar-notify) #'ignore))
+        (lispm-calls-invoke agent "write_skill"
+                            (list :name "hello" :text lispm-skills-test--written)
+                            (lambda (outcome) (push outcome outcomes))
+                            :on-ask (lambda (approval) (push approval asked)))
+        (should (= (length asked) 1))
+        (should-not outcomes)
+        (should-not (file-exists-p file))
+        (let ((target (lispm-approval-target (car asked))))
+          (should (eq (plist-get target :kind) 'edit))
+          (should (equal (plist-get target :tool) "write_skill"))
+          (should (equal (plist-get target :files) (list file)))
+          (should (equal (plist-get target :org) lispm-skills-test--written))
+          (should (string-match-p "^\\+\\+\\+ b/\\.lispm/skills/hello\\.org$"
+                                  (plist-get target :diff)))
+          (should (string-search "+(setq lispm-skills-test--effect 'written)"
+                                 (plist-get target :diff))))
+        (lispm-approvals-allow (car asked)))
+      (should (= (length outcomes) 1))
+      (let ((outcome (car outcomes)))
+        (should (eq (plist-get outcome :ok) t))
+        (should (string-match-p "\\`Created \\.lispm/skills/hello\\.org ([0-9]+ characters)\\.  \
+Nothing in it was run\\.  The skill tool (name hello) loads it, but its code runs only once \
+the user has reviewed it and trusts the project (M-x lispm-trust-project)\\.\\'"
+                                (plist-get outcome :text)))
+        (should (equal (lispm-test-read-file file) lispm-skills-test--written))
+        ;; One undo step; undoing the undo brings it back.
+        (with-current-buffer (find-buffer-visiting file)
+          (let ((last-command nil)) (undo))
+          (should (equal (buffer-string) ""))
+          (undo-boundary)
+          (let ((last-command nil)) (undo))
+          (should (equal (buffer-string) lispm-skills-test--written))
+          (save-buffer))
+        ;; Its change record takes it back, the folders made for it too.
+        (let ((changes (plist-get outcome :changes)))
+          (should (= (length changes) 1))
+          (should (equal (lispm-change-file (car changes)) file))
+          (should (= (lispm-edit-revert changes) 1)))
+        (should-not (file-exists-p file))
+        (should-not (file-exists-p (expand-file-name ".lispm" project))))
+      (should-not lispm-skills-test--effect))))
+
+(ert-deftest lispm-skills-test-writing-a-skill-runs-none-of-it ()
+  (lispm-skills-test--fixture
+    (let ((result (lispm-tools-call "write_skill" agent
+                                    (list :name "hello" :text lispm-skills-test--written))))
+      (should (eq (plist-get result :ok) t))
+      (should (file-exists-p (lispm-skills-test--skill-file project "hello"))))
+    (should-not lispm-skills-test--effect)
+    (should-not (lispm-tool-get "lispm_test_hello"))
+    ;; Loaded, untrusted: still nothing.
+    (should (string-match-p "The code of skill hello was not run"
+                            (plist-get (lispm-tools-call "skill" agent '(:name "hello")) :text)))
+    (should-not lispm-skills-test--effect)
+    (should-not (lispm-tool-get "lispm_test_hello"))
+    ;; Trusted, then loaded: it runs.
+    (lispm-trust-project project)
+    (should-not lispm-skills-test--effect)
+    (should (equal (plist-get (lispm-skill-load "hello" agent) :tools) ["lispm_test_hello"]))
+    (should (eq lispm-skills-test--effect 'written))
+    (should (equal (lispm-tools-call "lispm_test_hello" agent '(:who "Ada"))
+                   '(:ok t :text "Hi, Ada!")))
+    ;; Written again with the same code: trusted as it is, and said so.
+    (setq lispm-skills-test--effect nil)
+    (let ((result (lispm-tools-call
+                   "write_skill" agent
+                   (list :name "hello"
+                         :text (string-replace "How to greet" "Greeting" lispm-skills-test--written)))))
+      (should (string-match-p "Wrote \\.lispm/skills/hello\\.org .*its code is as the user \
+trusted it, so it runs then\\." (plist-get result :text))))
+    ;; New code: no longer trusted.
+    (let ((result (lispm-tools-call
+                   "write_skill" agent
+                   (list :name "hello"
+                         :text (string-replace "'written" "'rewritten" lispm-skills-test--written)))))
+      (should (string-match-p "runs only once the user has reviewed it" (plist-get result :text))))
+    (should-not (plist-get (lispm-skill-load "hello" agent) :loaded))
+    (should-not lispm-skills-test--effect)
+    ;; A skill without code needs no trust.
+    (should (string-match-p "returns its instructions; it has no Lisp code\\."
+                            (plist-get (lispm-tools-call "write_skill" agent
+                                                         '(:name "plain" :text "* Just words\n"))
+                                       :text)))))
+
+(ert-deftest lispm-skills-test-write-skill-where ()
+  (lispm-skills-test--fixture
+    ;; An agent in a folder without skills writes them there.
+    (let ((sub (file-name-as-directory (expand-file-name "elsewhere" root))))
+      (make-directory sub)
+      (lispm-test-with-agent (other :folder sub :name "other")
+        (should (eq (plist-get (lispm-tools-call "write_skill" other
+                                                 '(:name "mine" :text "Words.\n"))
+                               :ok)
+                    t))
+        (should (file-exists-p (expand-file-name ".lispm/skills/mine.org" sub)))))
+    ;; In a subfolder of a project with skills: they are outside its
+    ;; folder, and a new `.lispm/skills/' would hide them.
+    (let ((src (file-name-as-directory (expand-file-name "src" project))))
+      (make-directory src)
+      (lispm-test-with-agent (inner :folder src :name "inner")
+        (let ((err (should-error (lispm-tool-target "write_skill" inner
+                                                    '(:name "mine" :text "Words.\n"))
+                                 :type 'lispm-tool-outside-folder)))
+          (should (string-match-p "The project's skills are in .*outside the folder" (cadr err))))
+        (should-not (file-exists-p (expand-file-name ".lispm" src)))))))
 
 (provide 'lispm-skills-test)
 ;;; lispm-skills-test.el ends here
