@@ -49,8 +49,12 @@
 ;; thread, with Emacs's usual state, never by the program's thread.
 ;;
 ;; Stopping it.  C-g while the program computes stops it: the quit
-;; reaches it in its own thread, or the main thread sees it when it
-;; takes control back.  `lispm-run-lisp-abort' stops it from Lisp.
+;; reaches it in its own thread; or the main thread finds it when it
+;; takes control back; or, typed between two slices, it runs
+;; `keyboard-quit', and `pre-command-hook' stops the programs that
+;; compute.  A program waiting for an approval or for fuel is not
+;; computing: C-g leaves it be.  `lispm-run-lisp-abort' stops one from
+;; Lisp.
 ;; When its fuel runs out, the actor decides whether it gets more
 ;; (`lispm-actor-refuel'): LispM's own agent stops the turn at the
 ;; condition `lispm-lisp-fuel-exhausted', whose restarts give more fuel
@@ -189,25 +193,31 @@ keywords, each a JSON name of TOOL's.  A boolean argument is t or nil."
   "Return the keyword of the tool argument SPEC: `:path' for path."
   (intern (concat ":" (lispm-tools-json-name (car spec)))))
 
-(defun lispm-run--program (run checked bindings)
-  "Run CHECKED, RUN's program, with BINDINGS; return how it ended.
+(defun lispm-run--program (run checked bindings fuel)
+  "Run CHECKED, RUN's program, with BINDINGS on FUEL; return how it ended.
 This is the body of the program's thread."
   (condition-case err
       (lispm-lisp-run checked
                       :bindings bindings
+                      :fuel fuel
                       :catch t
                       :on-empty (lambda (used) (lispm-run--ask run (list :fuel used)))
                       :pause (lambda () (lispm-run--ask run '(:pause))))
     (error (list :error err :printed ""))))
 
-(defun lispm-run--thread (run checked bindings)
-  "Wait for control, run CHECKED for RUN with BINDINGS, give control back."
+(defun lispm-run--thread (run checked bindings limits)
+  "Wait for control, run CHECKED for RUN with BINDINGS, give control back.
+LIMITS is (FUEL MAX-DEPTH MAX-SIZE), the values of the options
+`lispm-lisp-default-fuel', `lispm-lisp-max-depth' and
+`lispm-lisp-max-size' where the program was started: a thread sees
+the options' global values, not the bindings of the code that made it."
   (unwind-protect
       (progn
         (with-mutex (lispm-run-mutex run)
           (while (eq (lispm-run-holder run) 'main)
             (condition-wait (lispm-run-condvar run))))
-        (setf (lispm-run-result run) (lispm-run--program run checked bindings)))
+        (pcase-let ((`(,fuel ,lispm-lisp-max-depth ,lispm-lisp-max-size) limits))
+          (setf (lispm-run-result run) (lispm-run--program run checked bindings fuel))))
     (unless (lispm-run-result run)
       (setf (lispm-run-result run)
             (list :error '(error "The program's thread ended abnormally") :printed "")))
@@ -314,7 +324,7 @@ or when the slice is over or input is pending (then a timer goes on)."
 (defun lispm-run-lisp--result (run)
   "Return the tool's result plist for RUN, which ended."
   (let* ((result (lispm-run-result run))
-         (printed (lispm-run-lisp--printed (or (plist-get result :printed) "")))
+         (printed (or (lispm-run-lisp--printed (or (plist-get result :printed) "")) ""))
          (err (plist-get result :error))
          (stopped (if (eq (car err) 'quit) "C-g" (plist-get result :aborted)))
          (plist
@@ -340,9 +350,19 @@ or when the slice is over or input is pending (then a timer goes on)."
                                  (lispm-error-message err) printed))))))
     (append plist (list :changes (reverse (lispm-run-changes run))))))
 
+(defun lispm-run-lisp--keyboard-quit ()
+  "Stop the programs that compute if the user typed C-g.
+On `pre-command-hook' while a program runs."
+  (when (or (eq last-command-event ?\C-g) (eq this-command 'keyboard-quit))
+    (dolist (run lispm-run-lisp--runs)
+      (unless (lispm-run-waiting run)
+        (lispm-run-lisp-abort run "C-g")))))
+
 (defun lispm-run--finish (run)
   "Give RUN's result to its caller, once."
   (setq lispm-run-lisp--runs (delq run lispm-run-lisp--runs))
+  (unless lispm-run-lisp--runs
+    (remove-hook 'pre-command-hook #'lispm-run-lisp--keyboard-quit))
   (when-let* ((done (lispm-run-done run)))
     (setf (lispm-run-done run) nil)
     (funcall done (lispm-run-lisp--result run))))
@@ -396,9 +416,12 @@ Return the `lispm-run'; DONE gets the tool's result plist once it ends."
                                               (lispm-run--call run tool args)))))
                            (lispm-lisp-checked-tools checked))))
     (setf (lispm-run-thread run)
-          (make-thread (lambda () (lispm-run--thread run checked bindings))
+          (make-thread (let ((limits (list lispm-lisp-default-fuel lispm-lisp-max-depth
+                                           lispm-lisp-max-size)))
+                         (lambda () (lispm-run--thread run checked bindings limits)))
                        (format "lispm-run-lisp %s" (lispm-actor-name actor))))
     (push run lispm-run-lisp--runs)
+    (add-hook 'pre-command-hook #'lispm-run-lisp--keyboard-quit)
     (lispm-run--schedule run)
     run))
 
