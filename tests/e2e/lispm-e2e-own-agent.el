@@ -13,6 +13,7 @@
 ;;; Code:
 
 (require 'lispm-e2e-own)
+(require 'lispm-skills)
 
 ;;; 1, 2: reads see unsaved text; each edit is one undo step
 
@@ -355,6 +356,50 @@ is a conflict, and nothing changes."
                            "HELLO FROM LISP"))))
       (setq lispm-tools (cl-remove "shout" lispm-tools :key #'lispm-tool-name
                                    :test #'equal)))))
+
+(ert-deftest lispm-e2e-own-writes-a-skill-and-loads-it ()
+  "It writes a skill, reviewed as Org; its tool is there once trusted and loaded."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
+    (let ((lispm-skills-trust-file (lispm-e2e-dir "trust.eld"))
+          (file (lispm-e2e-own-file "project" ".lispm/skills/greeter.org")))
+      (unwind-protect
+          (progn
+            (lispm-agent-send agent "Write yourself a skill that greets")
+            (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30
+                            "the approval of write_skill")
+            (let ((target (lispm-approval-target (car (lispm-approvals-pending)))))
+              (should (equal (plist-get target :tool) "write_skill"))
+              (should (equal (plist-get target :files) (list (file-truename file))))
+              (should (string-prefix-p "#+title: Greeter\n" (plist-get target :org)))
+              (should (string-search "(lispm-define-tool e2e-greet" (plist-get target :org))))
+            (with-current-buffer lispm-approvals-buffer-name
+              (should (string-search "(lispm-define-tool e2e-greet" (buffer-string))))
+            (should-not (file-exists-p file))
+            (lispm-e2e-own-approve)
+            (should (eq (lispm-turn-state (lispm-e2e-own-settle agent)) 'done))
+            (should (file-exists-p file))
+            ;; Written, and loaded by the skill tool, but the project is not trusted.
+            (let ((results (lispm-e2e-tool-results "anthropic" "Write yourself a skill" "skill")))
+              (should (string-search "Created .lispm/skills/greeter.org" (car results)))
+              (should (string-search "Nothing in it was run" (car results)))
+              (should (string-search "The code of skill greeter was not run: the user does not \
+trust the project" (car (last results)))))
+            (should-not (lispm-tool-get "e2e_greet"))
+            (should-not (fboundp 'lispm-tool-e2e-greet))
+            (lispm-trust-project (lispm-e2e-project "project"))
+            (should-not (lispm-tool-get "e2e_greet"))
+            (should (eq (lispm-turn-state
+                         (lispm-e2e-own-send agent "Greet Ada with your greeter skill"))
+                        'done))
+            (should (lispm-tool-get "e2e_greet"))
+            (let ((requests (lispm-e2e-own-requests "Greet Ada with your greeter skill")))
+              (should-not (member "e2e_greet" (append (plist-get (car requests) :tools) nil)))
+              (should (member "e2e_greet" (append (plist-get (cadr requests) :tools) nil))))
+            (should (equal (car (last (lispm-e2e-tool-results
+                                       "anthropic" "Greet Ada with your greeter" "e2e_greet")))
+                           "Hello, Ada, from a skill!")))
+        (setq lispm-tools (cl-remove "e2e_greet" lispm-tools :key #'lispm-tool-name
+                                     :test #'equal))))))
 
 (provide 'lispm-e2e-own-agent)
 ;;; lispm-e2e-own-agent.el ends here

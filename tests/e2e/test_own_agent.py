@@ -17,6 +17,18 @@ FIBONACCI = ("(defun lispm-e2e-fibonacci (n) (if (< n 2) n"
 SHOUT = ('(lispm-define-tool shout (agent (text string "The text to shout."))'
          ' "Return TEXT in capitals." :kind (quote read) (ignore agent) (upcase text))')
 
+GREETER = """#+title: Greeter
+#+description: Greet people by name.
+
+* How to greet
+Call the =e2e_greet= tool with the person's name.
+
+#+begin_src emacs-lisp
+(lispm-define-tool e2e-greet (agent (who string "Whom to greet."))
+  "Greet WHO by name." :kind 'read (ignore agent) (format "Hello, %s, from a skill!" who))
+#+end_src
+"""
+
 
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
     """A step calling the own agent's edit_file."""
@@ -84,6 +96,14 @@ def script() -> list[dict[str, Any]]:
             {"tool": "eval_elisp", "args": {"form": SHOUT}},
             {"tool": "shout", "args": {"text": "hello from lisp"}},
             {"say": "It shouts: {last_tool_result}"}]},
+        {"match": "Write yourself a skill that greets", "steps": [
+            {"tool": "write_skill", "args": {"name": "greeter", "text": GREETER}},
+            {"tool": "skill", "args": {"name": "greeter"}},
+            {"say": "Written: {last_tool_result}"}]},
+        {"match": "Greet Ada with your greeter skill", "steps": [
+            {"tool": "skill", "args": {"name": "greeter"}},
+            {"tool": "e2e_greet", "args": {"who": "Ada"}},
+            {"say": "{last_tool_result}"}]},
         {"match": "", "steps": [{"say": "Noted."}]},
     ]
 
@@ -97,7 +117,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t",
                     "commit", "-qm", "start"], check=True)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
-    assert_ert_passed(run, expected_tests=16)
+    assert_ert_passed(run, expected_tests=17)
     # The project's own git saw no commit and no ref from LispM.
     log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
                          capture_output=True, text=True, check=True).stdout
