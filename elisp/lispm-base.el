@@ -75,6 +75,8 @@
 ;;   -32086  lispm-lisp-unreadable           a run_lisp program does not read
 ;;   -32087  lispm-lisp-refused              a run_lisp program may not run
 ;;   -32088  lispm-lisp-fuel-exhausted       a run_lisp program ran out of fuel
+;;   -32089  lispm-lisp-program-error        a run_lisp program signalled an error
+;;   -32090  lispm-lisp-interrupted          a run_lisp program was stopped
 ;;
 ;; `lispm-tool-no-such-file' has `lispm-no-such-file''s code: a tool's
 ;; missing file is a missing file.

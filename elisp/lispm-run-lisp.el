@@ -90,7 +90,7 @@
 ;;; Refuelling
 
 (cl-defgeneric lispm-actor-refuel (actor used callback)
-  "Decide whether ACTOR's program, out of fuel after USED steps, goes on.
+  "Decide whether ACTOR's program may go on, out of fuel after USED steps.
 Call CALLBACK once, now or later, with more fuel, a natural number, or
 with nil to let the program end with `lispm-lisp-fuel-exhausted'.  By
 default it ends."
@@ -351,7 +351,7 @@ or when the slice is over or input is pending (then a timer goes on)."
     (append plist (list :changes (reverse (lispm-run-changes run))))))
 
 (defun lispm-run-lisp--keyboard-quit ()
-  "Stop the programs that compute if the user typed C-g.
+  "Stop the programs that compute if the user typed \\[keyboard-quit].
 On `pre-command-hook' while a program runs."
   (when (or (eq last-command-event ?\C-g) (eq this-command 'keyboard-quit))
     (dolist (run lispm-run-lisp--runs)
@@ -381,7 +381,7 @@ its slice now, it ends before this returns."
     (lispm-run--drive run)))
 
 (defun lispm-run-lisp-abort-actor (actor &optional reason)
-  "Stop every program ACTOR runs, REASON saying why; return how many."
+  "Stop each program of ACTOR, REASON saying why; return how many."
   (let ((runs (lispm-run-lisp-running actor)))
     (dolist (run runs)
       (lispm-run-lisp-abort run reason))
