@@ -90,7 +90,7 @@
 ;;; Refuelling
 
 (cl-defgeneric lispm-actor-refuel (actor used callback)
-  "Decide whether ACTOR's program may go on, out of fuel after USED steps.
+  "Decide whether ACTOR's program, out of fuel, may go on; it burnt USED.
 Call CALLBACK once, now or later, with more fuel, a natural number, or
 with nil to let the program end with `lispm-lisp-fuel-exhausted'.  By
 default it ends."
