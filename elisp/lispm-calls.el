@@ -269,7 +269,9 @@ the user, and the result follows as `lispm/tool-result'."
                         :on-ask (lambda (_approval) (setq asked t)))
     (setq answered t)
     (cond (answer)
-          (asked (list :pending t))
+          ;; A program waits for the approvals of its own calls, and
+          ;; its fuel bounds the rest: no deadline of a process's.
+          ((or asked (equal (plist-get params :tool) "run_lisp")) (list :pending t))
           (t (list :pending t :within (lispm-calls--running-bound))))))
 
 (provide 'lispm-calls)

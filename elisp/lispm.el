@@ -63,7 +63,8 @@
 ;;   lispm-turn.el      one turn of the own agent: the loop, its state, restarts
 ;;   lispm-condition.el a failed turn's condition and restarts, as in SLIME
 ;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
-;;   lispm-lisp.el      run_lisp's reader, checker and fuel (not yet a tool)
+;;   lispm-lisp.el      run_lisp's language: reader, checker and fuel
+;;   lispm-run-lisp.el  the run_lisp tool: programs whose tool calls pass the policy
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:
