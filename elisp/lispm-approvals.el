@@ -327,6 +327,10 @@ Each section is one approval.  On a section:
     (when-let* ((form (plist-get target :form)))
       (lispm-approvals--insert-block
        (lispm-approvals--fontify (lispm-approvals--pretty-form form) #'emacs-lisp-mode)))
+    (when-let* ((touches (plist-get target :touches)))
+      (insert "  It touches, as far as LispM can tell:\n")
+      (dolist (line touches)
+        (insert "    " (propertize line 'face 'font-lock-warning-face) "\n")))
     (when-let* ((text (plist-get target :text)))
       (lispm-approvals--insert-block text))
     (insert "\n")

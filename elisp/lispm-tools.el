@@ -1065,6 +1065,77 @@ killed.  Its output:\n%s" lispm-tools-shell-timeout text)))
                             (string-trim (substring string (cdr read))) 60 nil nil "...")))
     (car read)))
 
+(defconst lispm-tools--touching
+  '((defines defun defmacro defalias defsubst cl-defun cl-defmacro cl-defgeneric
+             cl-defmethod define-advice advice-add fset lispm-define-tool
+             define-minor-mode define-derived-mode defvar defvar-local defconst
+             defcustom defface define-key keymap-set global-set-key)
+    (files write-region delete-file delete-directory rename-file copy-file
+           copy-directory make-directory make-symbolic-link add-name-to-file
+           set-file-modes set-file-times write-file save-buffer save-some-buffers
+           find-file find-file-noselect insert-file-contents with-temp-file)
+    (processes shell-command async-shell-command call-process call-process-region
+               process-file start-process start-file-process make-process
+               make-pipe-process shell-command-to-string process-lines)
+    (network url-retrieve url-retrieve-synchronously open-network-stream
+             make-network-process)
+    (buffers set-buffer switch-to-buffer pop-to-buffer kill-buffer erase-buffer
+             insert delete-region replace-match replace-regexp-in-region
+             with-current-buffer)
+    (variables setq setq-default set set-default setf setq-local make-local-variable
+               add-hook remove-hook add-to-list customize-set-variable)
+    (unknown eval funcall apply funcall-interactively call-interactively
+             command-execute load require autoload))
+  "What a form calling these may touch, for the approval of `eval_elisp'.")
+
+(defconst lispm-tools--plain-macros
+  '(when unless dolist dotimes push pop lambda prog2 cl-incf cl-decf if-let* when-let*
+    and-let* pcase pcase-let pcase-let* pcase-dolist cl-loop cl-case cl-block cl-flet
+    cl-labels save-excursion save-restriction save-match-data with-temp-buffer
+    ignore-errors condition-case-unless-debug thread-first thread-last named-let)
+  "Macros whose expansion touches nothing their arguments do not.")
+
+(defun lispm-tools-eval-touches (form)
+  "Return what FORM is known to touch, a list of lines for its approval.
+It looks at what FORM calls by name, without expanding a macro (that
+would run the macro's code before anyone approved it): so it cannot
+tell what a macro or a computed function does, and says so."
+  (let ((seen (make-hash-table :test 'eq)) (stack (list form)) (defined nil) (macros nil)
+        (known (apply #'append lispm-tools--plain-macros (mapcar #'cdr lispm-tools--touching))))
+    (while stack
+      (let ((object (pop stack)))
+        (when (consp object)
+          (let ((head (car object)))
+            (when (symbolp head)
+              (puthash head t seen)
+              (when (and (memq head (cdr (assq 'defines lispm-tools--touching)))
+                         (symbolp (car-safe (cdr object))))
+                (push (format "%s %s" head (cadr object)) defined))))
+          (while (consp object)
+            (when (and (memq (car-safe (car object)) '(function quote))
+                       (symbolp (cadr (car object))))
+              (puthash (cadr (car object)) t seen))
+            (push (car object) stack)
+            (setq object (cdr object))))))
+    (maphash (lambda (name _)
+               (when (and (macrop name) (not (special-form-p name)) (not (memq name known)))
+                 (push (symbol-name name) macros)))
+             seen)
+    (append
+     (and defined (list (concat "defines: " (string-join (nreverse defined) ", "))))
+     (delq nil (mapcar (pcase-lambda (`(,what . ,names))
+                         (let ((used (cl-remove-if-not (lambda (name) (gethash name seen))
+                                                       names)))
+                           (and used (not (eq what 'defines))
+                                (format "%s: %s"
+                                        (if (eq what 'unknown)
+                                            "code chosen when it runs (LispM cannot tell what)"
+                                          what)
+                                        (mapconcat #'symbol-name used ", ")))))
+                       lispm-tools--touching))
+     (and macros (list (concat "macros it does not expand (LispM cannot tell what they do): "
+                               (string-join (sort macros #'string<) ", ")))))))
+
 (lispm-define-tool eval-elisp (agent (form string "One Emacs Lisp form, as text."))
   "Evaluate one Emacs Lisp form in LispM's Emacs and return its printed value.
 The form is evaluated with lexical binding; it may not ask the user
@@ -1072,7 +1143,9 @@ anything (`inhibit-interaction' is t).  The files of the folder it
 created, changed or deleted are reported, even if it fails (see
 `lispm-edit-snapshot')."
   :kind 'eval
-  :target (list :form (string-trim-right (pp-to-string (lispm-tools--read-one form))))
+  :target (let ((sexp (lispm-tools--read-one form)))
+            (list :form (string-trim-right (pp-to-string sexp))
+                  :touches (lispm-tools-eval-touches sexp)))
   (let* ((sexp (lispm-tools--read-one form))
          (snapshot (lispm-edit-snapshot (lispm-tools--folder agent)))
          (failure nil)

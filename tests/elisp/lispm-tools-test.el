@@ -627,7 +627,33 @@ to read on]"))))
     (should (equal (lispm-tool-target "eval_elisp" agent
                                       '(:form "(progn (message \"a\") (message \"b\"))"))
                    (list :kind 'eval :tool "eval_elisp" :files nil
-                         :form "(progn (message \"a\") (message \"b\"))")))))
+                         :form "(progn (message \"a\") (message \"b\"))"
+                         :touches nil)))))
+
+(ert-deftest lispm-tools-test-eval-elisp-touches ()
+  "The approval of eval_elisp says what the form is known to touch."
+  (should (equal (lispm-tools-eval-touches
+                  '(progn (defun lispm-tools-test--f () 1)
+                          (with-temp-file "x" (insert "a"))
+                          (mapc #'delete-file '("y"))
+                          (shell-command "id")
+                          (funcall (intern "z"))))
+                 '("defines: defun lispm-tools-test--f"
+                   "files: delete-file, with-temp-file"
+                   "processes: shell-command"
+                   "buffers: insert"
+                   "code chosen when it runs (LispM cannot tell what): funcall")))
+  ;; A macro it does not know is named, not expanded: expanding it
+  ;; would run its code before the approval.
+  (let ((expanded nil))
+    (defalias 'lispm-tools-test--macro (cons 'macro (lambda () (setq expanded t) nil)))
+    (unwind-protect
+        (should (equal (lispm-tools-eval-touches '(lispm-tools-test--macro))
+                       '("macros it does not expand (LispM cannot tell what they do): \
+lispm-tools-test--macro")))
+      (fmakunbound 'lispm-tools-test--macro))
+    (should-not expanded))
+  (should-not (lispm-tools-eval-touches '(+ 1 2))))
 
 ;;; Searching
 
