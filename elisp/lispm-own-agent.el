@@ -261,6 +261,7 @@ or nil."
   (when-let* ((agent lispm-agent--session-of))
     (when (lispm-own-agent-turn agent)
       (lispm-turn-cancel (lispm-own-agent-turn agent)))
+    (lispm-run-lisp-abort-actor agent "its session was closed")
     (setf (lispm-actor-state agent) 'exited)
     ;; Leaving the registry also ends it in the sidecar (lispm-messages.el).
     (lispm-agents-unregister agent)))
