@@ -1,4 +1,4 @@
-;;; agent-bench.el --- Time LispM's own agent: streaming, and a tool step  -*- lexical-binding: t; -*-
+;;; agent-bench.el --- Time LispM's own agent: streams, steps, turns  -*- lexical-binding: t; -*-
 
 ;; Copyright (C) 2026 The LispM authors
 
@@ -35,6 +35,15 @@
 ;;         [...], "cpu_ms": [...], "answers": N}...]}; cpu_ms is Emacs's
 ;;         CPU time from the answer to the request written.
 ;;
+;; turns   Turns of the prompts listed in LISPM_BENCH_DIR/prompts.json (a
+;;         JSON array of strings): one untimed turn of each, then
+;;         ROUNDS rounds of one turn of each, in the order given, each
+;;         in a new session of a new own agent.  A turn's wall time runs
+;;         from just before `lispm-agent-send' to `lispm-turn--finish'.
+;;         Prints one JSON line {"case": "turns", "turns": [{"prompt",
+;;         "wall_ms", "answer"}...]} of the timed turns, "answer" the
+;;         turn's last text.
+;;
 ;; Nothing of LispM is changed: the times come from advice of its own.
 
 ;;; Code:
@@ -64,6 +73,12 @@
 (defvar agent-bench--sent nil
   "When each model request of the current turn left, newest first: (WALL . CPU).")
 
+(defvar agent-bench--started nil
+  "When the current turn's text was given to its agent (`float-time').")
+
+(defvar agent-bench--finished nil
+  "When the newest turn finished (`float-time').")
+
 (defun agent-bench--cpu ()
   "Return the CPU time Emacs has used, in seconds."
   (let ((now (current-cpu-time)))
@@ -83,6 +98,9 @@
 
 (advice-add 'lispm-turn--answered :before #'agent-bench--note-answered)
 (advice-add 'lispm-model-stream :filter-return #'agent-bench--note-sent)
+(advice-add 'lispm-turn--finish :before
+            (lambda (&rest _) (setq agent-bench--finished (float-time)))
+            '((name . agent-bench--note-finished)))
 
 (setq lispm-models
       `(("scripted" :api anthropic :base-url ,(agent-bench--env "LISPM_BENCH_GATEWAY")
@@ -107,7 +125,8 @@
 (defun agent-bench--run-turn (text timeout)
   "Give TEXT to a new own agent; wait for its turn's end; return the agent."
   (let ((agent (lispm-agent agent-bench-folder "scripted")))
-    (setq agent-bench--answered nil agent-bench--answers nil agent-bench--sent nil)
+    (setq agent-bench--answered nil agent-bench--answers nil agent-bench--sent nil
+          agent-bench--finished nil agent-bench--started (float-time))
     (lispm-agent-send agent text)
     (agent-bench--wait (lambda () (not (lispm-agent--busy-p agent))) timeout text)
     (unless (eq (lispm-turn-state (agent-bench--turn agent)) 'done)
@@ -215,6 +234,34 @@ those from the trace's `answer' entry to its next `state request'."
     (princ (concat (json-serialize (list :case "step" :turns (vconcat (nreverse results))))
                    "\n"))))
 
+;;; Turns side by side
+
+(defun agent-bench--timed-turn (prompt)
+  "Run a turn of PROMPT in a new own agent; return its figures."
+  (let* ((agent (agent-bench--run-turn prompt 300))
+         (turn (agent-bench--turn agent))
+         (figures (list :prompt prompt
+                        :wall_ms (* 1000 (- agent-bench--finished agent-bench--started))
+                        :answer (plist-get (car (last (lispm-turn-messages turn))) :content))))
+    (agent-bench--end agent)
+    figures))
+
+(defun agent-bench-turns (rounds)
+  "Run a turn of each prompt untimed, then ROUNDS rounds; print their figures."
+  (let ((prompts (append (json-parse-string
+                          (with-temp-buffer
+                            (insert-file-contents
+                             (expand-file-name "prompts.json" agent-bench-dir))
+                            (buffer-string)))
+                         nil))
+        (results nil))
+    (mapc #'agent-bench--timed-turn prompts)
+    (dotimes (_ rounds)
+      (dolist (prompt prompts)
+        (push (agent-bench--timed-turn prompt) results)))
+    (princ (concat (json-serialize (list :case "turns" :turns (vconcat (nreverse results))))
+                   "\n"))))
+
 ;;; Running
 
 (defun agent-bench--write-profile (file)
@@ -240,6 +287,8 @@ those from the trace's `answer' entry to its next `state request'."
       ("stream" (agent-bench-stream (string-to-number
                                      (or (getenv "LISPM_BENCH_ROUNDS") "5"))))
       ("step" (agent-bench-step (string-to-number (or (getenv "LISPM_BENCH_ROUNDS") "2"))))
+      ("turns" (agent-bench-turns (string-to-number
+                                   (or (getenv "LISPM_BENCH_ROUNDS") "5"))))
       (other (error "Unknown LISPM_BENCH_CASE %s" other)))
   (lispm-sessions-wait-for-commits 60)
   (lispm-sidecar-stop)

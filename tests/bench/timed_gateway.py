@@ -1,11 +1,15 @@
 """The scripted gateway, also noting when it finished each reply: for the agent benchmarks.
 
-    python tests/bench/timed_gateway.py PORT_FILE SCRIPT_JSON
+    python tests/bench/timed_gateway.py PORT_FILE SCRIPT_JSON [LATENCY_MS]
 
 Every request's entry in `GET /_gateway/requests` gains `end_t` (Unix
 seconds): when its reply was written whole (after the stream's last
-byte), beside the gateway's own `t`, when the request arrived.  It runs
-until SIGTERM or SIGINT, in a process of its own as in `make demo`.
+byte), beside the gateway's own `t`, when the request arrived.  With
+LATENCY_MS (default 0), the gateway waits that many milliseconds before
+it answers each model request (after logging it, before the first byte
+of its reply), as a model's time to first token; its control routes
+(`/_gateway/...`) answer at once.  It runs until SIGTERM or SIGINT, in a
+process of its own as in `make demo`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -26,18 +31,29 @@ from lispm_sidecar.testing.gateway_wire import Exchange, Json
 
 
 class TimedGateway(Gateway):
-    """A `Gateway` whose log entries say when their reply ended (`end_t`)."""
+    """A `Gateway` whose log entries say when their reply ended (`end_t`).
+
+    It waits LATENCY seconds before answering each model request.
+    """
+
+    def __init__(self, script: Any, latency: float = 0.0) -> None:
+        super().__init__(script)
+        self.latency = latency
 
     async def _answer(self, request: web.Request, dialect: Dialect, ex: Exchange,
                       decision: Decision, entry: Json, input_tokens: int) -> web.StreamResponse:
+        if self.latency:
+            await asyncio.sleep(self.latency)
         response = await super()._answer(request, dialect, ex, decision, entry, input_tokens)
         entry["end_t"] = time.time()
         return response
 
 
-async def serve(port_file: Path, script: Path) -> None:
-    """Serve the rules of SCRIPT until told to stop; write the port to PORT_FILE."""
-    gateway = TimedGateway(orjson.loads(script.read_bytes()))
+async def serve(port_file: Path, script: Path, latency: float = 0.0) -> None:
+    """Serve the rules of SCRIPT until told to stop; write the port to PORT_FILE.
+
+    Each model request is answered LATENCY seconds late."""
+    gateway = TimedGateway(orjson.loads(script.read_bytes()), latency)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -53,4 +69,5 @@ async def serve(port_file: Path, script: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(Path(sys.argv[1]), Path(sys.argv[2])))
+    asyncio.run(serve(Path(sys.argv[1]), Path(sys.argv[2]),
+                      float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.0))
