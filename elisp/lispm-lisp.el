@@ -156,7 +156,8 @@ anything but a variable expand to list surgery, which is refused.")
     ;; Calling a function the check allows.
     funcall apply
     ;; Made safe by a wrapper (see `lispm-lisp--wrappers').
-    sort make-string make-list make-vector number-sequence make-hash-table format
+    sort nreverse delete delq
+    make-string make-list make-vector number-sequence make-hash-table format
     format-message error user-error message princ prin1 print terpri)
   "The functions a `run_lisp' program may call, besides its tools.
 They compute from their arguments only: none reads a global by name
@@ -164,7 +165,9 @@ They compute from their arguments only: none reads a global by name
 though Emacs calls them side-effect-free), none touches a file, a
 buffer other than the program's own, a process or the user, and none
 changes shared data in place (`setcar', `nconc', `plist-put' and the
-like are left out; `sort' sorts a copy).  Where one takes a function,
+like are left out; `sort' sorts a copy, and `nreverse', `delete' and
+`delq' are `reverse', `remove' and `remq', which copy: a string a
+program holds may be a symbol's name).  Where one takes a function,
 see `lispm-lisp--function-args'.")
 
 (defconst lispm-lisp--function-args
@@ -180,7 +183,8 @@ see `lispm-lisp--function-args'.")
 Each entry is (FUNCTION POSITION...), positions counted from 0.")
 
 (defconst lispm-lisp--wrappers
-  '((sort . lispm-lisp--sort) (make-string . lispm-lisp--make-string)
+  '((sort . lispm-lisp--sort) (nreverse . reverse) (delete . remove) (delq . remq)
+    (make-string . lispm-lisp--make-string)
     (make-list . lispm-lisp--make-list) (make-vector . lispm-lisp--make-vector)
     (number-sequence . lispm-lisp--number-sequence)
     (make-hash-table . lispm-lisp--make-hash-table) (format . lispm-lisp--format)
@@ -648,14 +652,17 @@ functions take a string too) pass; anything else is refused."
 
 (defun lispm-lisp--format (string &rest objects)
   "Call `format-message' with STRING and OBJECTS, its field widths capped."
+  ;; The program's match data are its own: a `string-match' of its, then
+  ;; a `format', then its `match-end'.
   (when (stringp string)
-    (let ((start 0))
-      (while (string-match "%[-+ #0]*\\([0-9]*\\)\\(?:\\.\\([0-9]+\\)\\)?" string start)
-        (dolist (group '(1 2))
-          (let ((digits (match-string group string)))
-            (when (and digits (not (string-empty-p digits)))
-              (lispm-lisp--size (string-to-number digits)))))
-        (setq start (max (1+ start) (match-end 0))))))
+    (save-match-data
+      (let ((start 0))
+        (while (string-match "%[-+ #0]*\\([0-9]*\\)\\(?:\\.\\([0-9]+\\)\\)?" string start)
+          (dolist (group '(1 2))
+            (let ((digits (match-string group string)))
+              (when (and digits (not (string-empty-p digits)))
+                (lispm-lisp--size (string-to-number digits)))))
+          (setq start (max (1+ start) (match-end 0)))))))
   (apply #'format string objects))
 
 (defun lispm-lisp--format-message (string &rest objects)

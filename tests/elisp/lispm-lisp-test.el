@@ -209,6 +209,14 @@ Not `should-error': it catches only `error's, which this is not."
       (should (string-match-p "limit" (cadr (should-error (lispm-lisp-test--run source)
                                                            :type 'error)))))))
 
+(ert-deftest lispm-lisp-test-wrappers-keep-the-match-data ()
+  "The functions LispM wraps leave the program's match data alone."
+  (should (equal (plist-get (lispm-lisp-test--run
+                             "(string-match \"b\" \"abc\") (format \"%5d\" 1) (message \"%s\" 2)
+                              (list (match-beginning 0) (nreverse (list 1 2)) (delete 1 (list 1 2)))")
+                            :value)
+                 '(1 (2 1) (2)))))
+
 (provide 'lispm-lisp-test)
 
 ;;; lispm-lisp-test.el ends here

@@ -124,7 +124,8 @@ def test_the_demo_script_answers_each_agent_with_its_own_rules() -> None:
     assert rule_for("hello", "chat") == ""
     rules = demo.demo_script(Path("/demo/project"))
     own = [rule for rule in rules if rule.get("api") == "chat"]
-    assert [rule["match"] for rule in own] == [demo.OWN_PROMPT, "list agents", ""]
+    assert [rule["match"] for rule in own] == [demo.OWN_PROMPT, "list agents",
+                                               "which functions", ""]
     assert own[1]["steps"][0]["tool"] == "eval_elisp"  # type: ignore[index]
     # The CLIs' rules still answer them, the own agent's never do.
     for api in ("anthropic", "responses"):
@@ -188,6 +189,8 @@ OWN_AGENT_DRIVER = r"""
   (lispm-agent-send agent "list agents")
   (demo-test-approve report 'list-approval)
   (push (cons 'list-state (demo-test-turn-over agent)) (car report))
+  (lispm-agent-send agent "which functions")
+  (push (cons 'functions-state (demo-test-turn-over agent)) (car report))
   (lispm-agent-send agent "What can I try?")
   (push (cons 'free-state (demo-test-turn-over agent)) (car report))
   (push (cons 'messages (with-current-buffer "*Messages*" (buffer-string))) (car report))
@@ -240,6 +243,9 @@ def test_the_own_agent_plays_its_part_against_the_demo_gateway(tmp_path: Path) -
     assert report["list-approval"] == "eval"
     assert report["list-state"] == "done"
     assert 'What Emacs answered: "emacs (lispm, role default)"' in report["buffer"]
+    # One run_lisp program read the project's .el files, no approval asked.
+    assert report["functions-state"] == "done"
+    assert ('The functions: Value: ("notes-parse-header (notes.el)"' in report["buffer"])
     assert report["free-state"] == "done"
     assert "I am LispM's own agent" in report["buffer"]
     # The session went to the demo's own sessions folder, in its git.

@@ -62,6 +62,14 @@ LIST_AGENTS_FORM = (
     "(lispm-actor-kind agent) (lispm-actor-role agent))) (lispm-agents) \"; \")"
 )
 
+#: The own agent's way to find the functions: one run_lisp program, every file one call.
+FUNCTIONS_PROGRAM = """(let ((names nil))
+  (dolist (file (split-string (list-files nil "*.el") "\\n" t) (nreverse names))
+    (let ((text (read-file file)) (start 0))
+      (while (string-match "^(defun \\\\([^ ]+\\\\)" text start)
+        (push (format "%s (%s)" (match-string 1 text) file) names)
+        (setq start (match-end 0))))))"""
+
 
 def own_agent_script() -> list[dict[str, object]]:
     """The own agent's rules: it speaks Chat Completions, which no CLI of the
@@ -85,12 +93,19 @@ def own_agent_script() -> list[dict[str, object]]:
              "tool": "eval_elisp", "args": {"form": LIST_AGENTS_FORM}},
             {"say": "What Emacs answered: {last_tool_result}"},
         ]},
+        {"match": "which functions", "api": "chat", "steps": [
+            {"text": "One Lisp program reads every .el file and collects its defuns: one "
+                     "step, however many files; each read passes your policy.",
+             "tool": "run_lisp", "args": {"program": FUNCTIONS_PROGRAM}},
+            {"say": "The functions: {last_tool_result}"},
+        ]},
         {"match": "", "api": "chat", "steps": [{
             "say": "I am LispM's own agent, on the demo's scripted stand-in model. Type "
                    f"at the end of this buffer and send with C-c C-c: \"{OWN_PROMPT}\" "
                    "plays my part again (undo the fix first); \"list agents\" asks Emacs "
                    "for its agents, by evaluating Lisp you approve in *LispM approvals* "
-                   "(C-x o there, then a to allow or d to deny)."}]},
+                   "(C-x o there, then a to allow or d to deny); \"which functions\" finds the "
+                   "project's functions with one run_lisp program."}]},
     ]
 
 
