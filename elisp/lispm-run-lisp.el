@@ -405,6 +405,9 @@ Its tools are those of `lispm-run-lisp--tools'.  Signal
 (defun lispm-run-lisp-start (actor checked done)
   "Start CHECKED, a program `lispm-run-lisp-check' returned, for ACTOR.
 Return the `lispm-run'; DONE gets the tool's result plist once it ends."
+  (unless (fboundp 'make-thread)
+    (lispm-signal 'lispm-lisp-error nil
+                  "run_lisp needs an Emacs built with threads, and this one has none"))
   (let* ((tools (lispm-run-lisp--tools))
          (mutex (make-mutex "lispm-run"))
          (run (lispm-run--make :actor actor :mutex mutex

@@ -29,6 +29,7 @@ from . import (
     bench_ide,
     bench_ledger,
     bench_lisp,
+    bench_run_lisp,
     bench_watchers,
     delivery,
     mcp_path,
@@ -55,6 +56,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "agent_stream": bench_agent.stream_cost,
     "agent_tool_step": bench_agent.tool_step,
     "run_lisp_check": bench_lisp.check_200_lines,
+    "run_lisp_40_files": bench_run_lisp.forty_files,
 }
 
 RESULTS = BENCH_DIR / "results.json"

@@ -48,7 +48,7 @@ def script() -> list[dict[str, Any]]:
     ]
 
 
-async def _compiled_lispm(context: Context) -> Path:
+async def compiled_lispm(context: Context) -> Path:
     """Return a folder with LispM's Lisp byte-compiled, made once per run."""
     home = context.work / "agent-lispm"
     elisp = home / "elisp"
@@ -72,13 +72,16 @@ async def _compiled_lispm(context: Context) -> Path:
 
 
 @asynccontextmanager
-async def _gateway(context: Context, work: Path) -> AsyncIterator[str]:
-    """Run the timed gateway with `script()`; yield its URL."""
+async def timed_gateway(context: Context, work: Path, rules: list[dict[str, Any]],
+                        latency_ms: int = 0, name: str = "agent-gateway") -> AsyncIterator[str]:
+    """Run the timed gateway with RULES, answering LATENCY_MS late; yield its URL.
+
+    NAME names its runtime folder."""
     script_file, port_file = work / "script.json", work / "gateway.port"
-    script_file.write_text(json.dumps(script()))
+    script_file.write_text(json.dumps(rules))
     proc = await asyncio.create_subprocess_exec(
         context.python, str(BENCH_DIR / "timed_gateway.py"), str(port_file), str(script_file),
-        cwd=ROOT, env=context.env(context.runtime_dir("agent-gateway")),
+        str(latency_ms), cwd=ROOT, env=context.env(context.runtime_dir(name)),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -97,7 +100,7 @@ async def _gateway(context: Context, work: Path) -> AsyncIterator[str]:
             await proc.wait()
 
 
-async def _run_emacs(context: Context, elisp: Path, work: Path, case: str, rounds: int,
+async def run_agent_bench(context: Context, elisp: Path, work: Path, case: str, rounds: int,
                      url: str) -> dict[str, Any]:
     """Run agent-bench.el's CASE against the gateway at URL; return its JSON line."""
     env = context.env(context.runtime_dir(f"agent-{case}"), LISPM_BENCH_GATEWAY=url,
@@ -115,9 +118,9 @@ async def stream_cost(context: Context) -> list[Metric]:
     """`agent_stream_cost_ratio`: Emacs's CPU per KB, 2 MB answers over 20 KB ones."""
     work = context.work / "agent-stream"
     work.mkdir(parents=True, exist_ok=True)
-    elisp = await _compiled_lispm(context)
-    async with _gateway(context, work) as url:
-        data = await _run_emacs(context, elisp, work, "stream", STREAM_ROUNDS, url)
+    elisp = await compiled_lispm(context)
+    async with timed_gateway(context, work, script()) as url:
+        data = await run_agent_bench(context, elisp, work, "stream", STREAM_ROUNDS, url)
     rounds = data["rounds"]
 
     def per_kb(size: int) -> list[float]:
@@ -178,9 +181,9 @@ async def tool_step(context: Context) -> list[Metric]:
     """`agent_tool_step_overhead_ms`: a reply with one `read_file` call to the next request."""
     work = context.work / "agent-step"
     work.mkdir(parents=True, exist_ok=True)
-    elisp = await _compiled_lispm(context)
-    async with _gateway(context, work) as url:
-        data = await _run_emacs(context, elisp, work, "step", STEP_TURNS, url)
+    elisp = await compiled_lispm(context)
+    async with timed_gateway(context, work, script()) as url:
+        data = await run_agent_bench(context, elisp, work, "step", STEP_TURNS, url)
         gaps = await _gateway_gaps_ms(url)
         roundtrip = await _gateway_roundtrip_ms(url)
     sent = [ms for turn in data["turns"] for ms in turn["sent_ms"]]

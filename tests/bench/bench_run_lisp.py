@@ -23,19 +23,16 @@ Emacs does not say it), the benchmark fails.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from .bench_agent import _compiled_lispm, _run_emacs
-from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, spread
+from .bench_agent import compiled_lispm, run_agent_bench, timed_gateway
+from .core import Context, Metric, Target, median, spread
 
 FILES = 40
 #: Timed rounds of both turns, after one untimed turn of each.
@@ -84,33 +81,6 @@ def script() -> list[dict[str, Any]]:
     ]
 
 
-@asynccontextmanager
-async def _gateway(context: Context, work: Path, rules: list[dict[str, Any]],
-                   latency_ms: int) -> AsyncIterator[str]:
-    """Run the timed gateway with RULES, answering LATENCY_MS late; yield its URL."""
-    script_file, port_file = work / "script.json", work / "gateway.port"
-    script_file.write_text(json.dumps(rules))
-    proc = await asyncio.create_subprocess_exec(
-        context.python, str(BENCH_DIR / "timed_gateway.py"), str(port_file), str(script_file),
-        str(latency_ms), cwd=ROOT, env=context.env(context.runtime_dir("run-lisp-gateway")),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not port_file.exists():
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError("the timed gateway did not start")
-            await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port_file.read_text().strip()}"
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-
-
 def turns_of(entries: Sequence[dict[str, Any]], prompt: str) -> list[list[dict[str, Any]]]:
     """The gateway's main requests for PROMPT, grouped by turn (a turn starts with no results)."""
     turns: list[list[dict[str, Any]]] = []
@@ -151,11 +121,11 @@ def round_trips(turns: Sequence[Sequence[dict[str, Any]]], what: str) -> int:
 async def forty_files(context: Context) -> list[Metric]:
     """Both metrics of one run: round trips from the gateway's log, wall times from Emacs."""
     work = context.work / "run-lisp-40"
-    elisp = await _compiled_lispm(context)
+    elisp = await compiled_lispm(context)
     todos = make_notes(work / "project")
     (work / "prompts.json").write_text(json.dumps([PROGRAM_PROMPT, CALLS_PROMPT]))
-    async with _gateway(context, work, script(), LATENCY_MS) as url:
-        data = await _run_emacs(context, elisp, work, "turns", ROUNDS, url)
+    async with timed_gateway(context, work, script(), LATENCY_MS, name="run-lisp-gateway") as url:
+        data = await run_agent_bench(context, elisp, work, "turns", ROUNDS, url)
         async with aiohttp.ClientSession() as session, \
                 session.get(f"{url}/_gateway/requests") as response:
             entries = await response.json()
