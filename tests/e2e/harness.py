@@ -105,11 +105,12 @@ def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
 def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
                 projects: list[Path], timeout: float = 600, holon: bool = False,
                 clis: tuple[str, ...] = ("claude", "codex"),
-                openclaw_remote: bool = False) -> E2eRun:
+                openclaw_remote: bool = False, tty: bool = False) -> E2eRun:
     """Run the ERT file ERT_FILE (under tests/e2e) against real CLIs, offline.
 
     With HOLON, the Holon stand-in daemon runs too; with OPENCLAW_REMOTE,
-    an OpenClaw Gateway playing a remote one (see `inside.py`)."""
+    an OpenClaw Gateway playing a remote one; with TTY, Emacs runs in a
+    terminal whose keys the test types (see `inside.py`)."""
     require_namespaces()
     for cli in clis:
         require_cli(cli)
@@ -127,6 +128,8 @@ def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
         command.append("--holon")
     if openclaw_remote:
         command.append("--openclaw-remote")
+    if tty:
+        command.append("--tty")
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout + 60, check=False,
                           env=dict(os.environ, PYTHONPATH=f"{ROOT / 'python'}:{ROOT}"))
