@@ -568,11 +568,6 @@ ARGS are (FORM VARS FNS); BODY returns the walked form."
 (defvar lispm-lisp--abort-tag nil "While a program runs: the tag an abort throws to.")
 (defvar lispm-lisp--aborting nil "While a program runs: the reason it is aborting.")
 (defvar lispm-lisp--closures nil "While a program runs: its closures, as a weak set.")
-(defvar lispm-lisp--pause nil "While a program runs: what to call now and then, or nil.")
-(defvar lispm-lisp--pause-at 0 "While a program runs: when to call `lispm-lisp--pause' next.")
-
-(defconst lispm-lisp-pause-interval 0.01
-  "About how often, in seconds, a running program calls its PAUSE function.")
 
 (defun lispm-lisp--out-of-fuel (why)
   "Signal `lispm-lisp-fuel-exhausted', WHY being the reason."
@@ -592,10 +587,6 @@ ARGS are (FORM VARS FNS); BODY returns the walked form."
         (lispm-lisp--out-of-fuel ""))))
   (setq lispm-lisp--fuel (1- lispm-lisp--fuel)
         lispm-lisp--used (1+ lispm-lisp--used))
-  (when (and lispm-lisp--pause (zerop (logand lispm-lisp--used 255))
-             (> (float-time) lispm-lisp--pause-at))
-    (funcall lispm-lisp--pause)
-    (setq lispm-lisp--pause-at (+ (float-time) lispm-lisp-pause-interval)))
   nil)
 
 (defun lispm-lisp--enter ()
@@ -719,16 +710,12 @@ stop the abort; `lispm-lisp-run' then returns (:aborted REASON ...)."
   "Run CHECKED with the tools' FUNCTIONS; return (:value VALUE)."
   (list :value (apply (eval (lispm-lisp-checked-form checked) t) functions)))
 
-(cl-defun lispm-lisp-run (checked &key (fuel lispm-lisp-default-fuel) bindings on-empty pause
-                                   catch)
+(cl-defun lispm-lisp-run (checked &key (fuel lispm-lisp-default-fuel) bindings on-empty catch)
   "Run CHECKED, a program `lispm-lisp-check' returned, on FUEL.
 BINDINGS is an alist (TOOL . FUNCTION) giving each tool the program
 calls its function.  ON-EMPTY, if non-nil, is called with the fuel
 used when the fuel runs out, once; a natural number it returns is more
 fuel, anything else lets `lispm-lisp-fuel-exhausted' be signalled.
-PAUSE, if non-nil, is a function of no arguments called about every
-`lispm-lisp-pause-interval' seconds while the program computes (the
-program then waits for it to return); it may call `lispm-lisp-abort'.
 If CATCH is non-nil, a condition that ends the program, a `quit' or
 `lispm-lisp-fuel-exhausted' included, is returned as (:error ERR
 :printed TEXT) instead of signalled.
@@ -754,8 +741,6 @@ Return (:value VALUE :printed TEXT), TEXT what the program printed, or
               (lispm-lisp--closures (let ((table (make-hash-table :test 'eq :weakness 'key)))
                                       (dolist (function functions table)
                                         (puthash function t table))))
-              (lispm-lisp--pause pause)
-              (lispm-lisp--pause-at (+ (float-time) lispm-lisp-pause-interval))
               (inhibit-interaction t)
               (max-lisp-eval-depth (max max-lisp-eval-depth 8000))
               (standard-output output)

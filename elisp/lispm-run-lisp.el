@@ -38,27 +38,26 @@
 ;; REASON).  The changes of the calls are the run_lisp call's changes,
 ;; so a turn's revert takes them back as any other.
 ;;
-;; How it runs without blocking Emacs.  The program runs in a thread
-;; of its own, but never beside Emacs: the two hand control to each
-;; other (`lispm-run--hand-over'), so that at any time exactly one of
-;; them runs.  The main thread lets the program run for up to
-;; `lispm-run-lisp--slice' seconds at a time, from a timer, and goes
-;; back to the command loop sooner when input is pending; the program
-;; gives control back about every `lispm-lisp-pause-interval' seconds,
-;; and whenever it calls a tool.  Every tool call is made by the main
-;; thread, with Emacs's usual state, never by the program's thread.
+;; Where it runs.  In a batch Emacs of its own (lispm-lisp-child.el),
+;; which asks this one, over its standard input and output, for each
+;; tool call and for more fuel.  So however long a program computes,
+;; this Emacs is not blocked: it answers keys, timers and processes as
+;; ever, and it makes every tool call itself, with its own state.  A
+;; program cannot reach this Emacs's variables, buffers or functions at
+;; all, whatever the check missed.  (Emacs's threads are no way to do
+;; this: in a terminal, C-g is a SIGINT that Emacs handles as if the
+;; main thread ran, and it corrupts a Lisp thread that runs then.)
 ;;
-;; Stopping it.  C-g while the program computes stops it: the quit
-;; reaches it in its own thread; or the main thread finds it when it
-;; takes control back; or, typed between two slices, it runs
-;; `keyboard-quit', and `pre-command-hook' stops the programs that
-;; compute.  A program waiting for an approval or for fuel is not
-;; computing: C-g leaves it be.  `lispm-run-lisp-abort' stops one from
-;; Lisp.
-;; When its fuel runs out, the actor decides whether it gets more
-;; (`lispm-actor-refuel'): LispM's own agent stops the turn at the
-;; condition `lispm-lisp-fuel-exhausted', whose restarts give more fuel
-;; or end the program; for other actors it ends.
+;; Stopping it.  C-g while a program computes stops it: the key runs
+;; `keyboard-quit' (seen on `pre-command-hook'), or, typed while Emacs
+;; runs a timer or a filter, it is a `quit' that reaches the command
+;; loop (seen before `command-error-function').  A program
+;; waiting for an approval or for fuel is not computing, and C-g
+;; leaves it be.  `lispm-run-lisp-abort' stops one from Lisp.  Either
+;; kills its Emacs.  When its fuel runs out, the actor decides whether
+;; it gets more (`lispm-actor-refuel'): LispM's own agent stops the
+;; turn at the condition `lispm-lisp-fuel-exhausted', whose restarts
+;; give more fuel or end the program; for other actors it ends.
 ;;
 ;; The tool's result is the program's value, printed, then what it
 ;; printed, each cut at `lispm-run-lisp-output-limit' with a note.
@@ -71,6 +70,7 @@
 (require 'lispm-tools)
 (require 'lispm-calls)
 (require 'lispm-lisp)
+(require 'lispm-lisp-child)
 
 ;;; Options and conditions
 
@@ -78,9 +78,6 @@
   "The most characters of a program's value, and of its output, the agent gets."
   :type 'natnum
   :group 'lispm)
-
-(defconst lispm-run-lisp--slice 0.05
-  "The longest, in seconds, Emacs lets a program run before it looks at input.")
 
 (lispm-define-error 'lispm-lisp-program-error "A run_lisp program signalled an error"
                     'lispm-lisp-error -32089)
@@ -100,25 +97,18 @@ default it ends."
 ;;; Runs
 
 (cl-defstruct (lispm-run (:constructor lispm-run--make) (:copier nil))
-  "A run_lisp program running, and what it and Emacs say to each other."
+  "A run_lisp program running in an Emacs of its own."
   (actor nil :documentation "Who runs it: a `lispm-actor', for the policy.")
-  (thread nil :documentation "The thread the program runs in.")
-  (mutex nil :documentation "The mutex of CONDVAR.")
-  (condvar nil :documentation "What each side waits on for its turn.")
-  (holder 'main :documentation "Who runs now: `main' (Emacs) or `program'.")
-  (request nil :documentation "What the program asks of Emacs:
-\(:call NAME ARGS), (:fuel USED) or (:pause).")
-  (answer nil :documentation "Emacs's answer to the request.")
-  (waiting nil :documentation "Non-nil while an answer comes later.")
-  (result nil :documentation "Once the program ended: how it ended.")
+  (process nil :documentation "The Emacs it runs in.")
+  (stderr nil :documentation "The buffer of that Emacs's standard error.")
+  (pending "" :documentation "What that Emacs wrote after its last whole line.")
+  (waiting nil :documentation "Non-nil while it waits for an answer that comes later.")
+  (result nil :documentation "Once it ended: how, a plist.")
   (changes nil :documentation "The `lispm-change's of its calls, newest first.")
   (calls 0 :documentation "How many tool calls it made.")
   (approval nil :documentation "The approval one of its calls waits for, or nil.")
-  (aborting nil :documentation "Why it is to stop, once it is.")
   (caller nil :documentation "Its caller's `lispm-calls-caller'.")
-  (done nil :documentation "Called once with the tool's result plist.")
-  (scheduled nil :documentation "Non-nil while a timer will let it go on.")
-  (driving nil :documentation "Non-nil while Emacs lets it run."))
+  (done nil :documentation "Called once with the tool's result plist."))
 
 (defvar lispm-run-lisp--runs nil
   "The programs running now, newest first.")
@@ -129,39 +119,116 @@ default it ends."
       (cl-remove-if-not (lambda (run) (eq (lispm-run-actor run) actor)) lispm-run-lisp--runs)
     (copy-sequence lispm-run-lisp--runs)))
 
-;;; Handing control over
+(defun lispm-run-lisp-computing-p (run)
+  "Return non-nil if RUN's program computes, rather than waits for an answer."
+  (and (not (lispm-run-waiting run)) (not (lispm-run-result run))))
 
-(defun lispm-run--hand-over (run to)
-  "Give RUN's control to TO, `main' or `program', and wait to get it back."
-  (let ((inhibit-quit t))
-    (with-mutex (lispm-run-mutex run)
-      (setf (lispm-run-holder run) to)
-      (condition-notify (lispm-run-condvar run) t)
-      (while (eq (lispm-run-holder run) to)
-        (condition-wait (lispm-run-condvar run))))))
+;;; Talking with the program's Emacs
 
-;;; The program's side, in its thread
+(defun lispm-run--send (run object)
+  "Send OBJECT to RUN's Emacs, a line."
+  (when (process-live-p (lispm-run-process run))
+    (process-send-string (lispm-run-process run) (concat (lispm-lisp-child-print object) "\n"))))
 
-(defun lispm-run--ask (run request)
-  "Ask Emacs REQUEST for RUN's program; return the answer.
-If RUN is to stop, stop it instead: `lispm-lisp-abort' cannot be
-caught."
-  (setf (lispm-run-request run) request
-        (lispm-run-answer run) nil)
-  (lispm-run--hand-over run 'main)
-  (when (lispm-run-aborting run)
-    (lispm-lisp-abort (lispm-run-aborting run)))
-  (lispm-run-answer run))
+(defun lispm-run--filter (run output)
+  "Take OUTPUT, what RUN's Emacs wrote, and act on each whole line."
+  (let ((lines (split-string (concat (lispm-run-pending run) output) "\n")))
+    (setf (lispm-run-pending run) (car (last lines)))
+    (dolist (line (butlast lines))
+      (unless (or (lispm-run-result run) (string-empty-p line))
+        (let ((object (condition-case nil (car (read-from-string line)) (error line))))
+          (if (and (consp object) (keywordp (car object)))
+              (lispm-run--serve run object)
+            (lispm-run--end run (list :error 'lispm-lisp-error :printed ""
+                                      :message (format "The program's Emacs wrote %S"
+                                                       (truncate-string-to-width
+                                                        line 200 nil nil "…"))))))))))
 
-(defun lispm-run--call (run tool args)
-  "Call TOOL with ARGS, as RUN's program wrote them; return its text.
-Signal the call's condition if it failed."
-  (let* ((plist (lispm-run-lisp--arguments tool args))
-         (outcome (lispm-run--ask run (list :call (lispm-tool-name tool) plist))))
-    (if (plist-get outcome :ok)
-        (plist-get outcome :text)
-      (let ((condition (plist-get outcome :condition)))
-        (signal (car condition) (cdr condition))))))
+(defun lispm-run--sentinel (run process)
+  "End RUN if PROCESS, its Emacs, exited before it said how the program ended."
+  (unless (or (process-live-p process) (lispm-run-result run))
+    (lispm-run--end
+     run (list :error 'lispm-lisp-error :printed ""
+               :message (format "The program's Emacs ended (%s %s) before the program did%s"
+                                (process-status process) (process-exit-status process)
+                                (lispm-run--stderr-tail run))))))
+
+(defun lispm-run--stderr-tail (run)
+  "Return the end of what RUN's Emacs wrote to its standard error, or \"\"."
+  (let ((buffer (lispm-run-stderr run)))
+    (if (and (buffer-live-p buffer) (> (buffer-size buffer) 0))
+        (with-current-buffer buffer
+          (concat ": " (string-trim (buffer-substring (max (point-min) (- (point-max) 500))
+                                                      (point-max)))))
+      "")))
+
+(defun lispm-run--serve (run request)
+  "Answer REQUEST of RUN's program, now or later."
+  (pcase request
+    (`(:call ,tool ,args) (lispm-run--serve-call run tool args))
+    (`(:fuel ,used)
+     (lispm-run--later run (lambda (answer)
+                             (lispm-actor-refuel (lispm-run-actor run) used
+                                                 (lambda (more)
+                                                   (funcall answer (list :fuel more)))))))
+    (`(:done . ,result) (lispm-run--end run result))
+    (_ (lispm-run--end run (list :error 'lispm-lisp-error :printed ""
+                                 :message (format "The program's Emacs asked %S" request))))))
+
+(defun lispm-run--later (run start)
+  "Answer RUN's program with what START gives its callback, now or later."
+  (setf (lispm-run-waiting run) t)
+  (funcall start (lambda (answer)
+                   (when (lispm-run-waiting run)
+                     (setf (lispm-run-waiting run) nil)
+                     (lispm-run--send run answer)))))
+
+(defun lispm-run--serve-call (run tool args)
+  "Call TOOL with ARGS for RUN's program, through the pipeline."
+  (cl-incf (lispm-run-calls run))
+  (let ((caller (lispm-run-caller run))
+        (registered (alist-get tool (lispm-run-lisp--tools))))
+    (lispm-run--later
+     run
+     (lambda (answer)
+       (condition-case err
+           (let ((arguments (if registered (lispm-run-lisp--arguments registered args)
+                              (lispm-signal 'lispm-tool-unknown (list tool)
+                                            "no tool %s any more" tool))))
+             (lispm-calls-invoke
+              (lispm-run-actor run) (lispm-tool-name registered) arguments
+              (lambda (outcome)
+                (setf (lispm-run-changes run)
+                      (append (reverse (plist-get outcome :changes)) (lispm-run-changes run)))
+                (funcall answer (lispm-run--answer outcome)))
+              :on-ask (lambda (approval)
+                        (setf (lispm-run-approval run) approval)
+                        (when (plist-get caller :on-ask)
+                          (funcall (plist-get caller :on-ask) approval)))
+              :on-decided (lambda (approval decision)
+                            (setf (lispm-run-approval run) nil)
+                            (when (plist-get caller :on-decided)
+                              (funcall (plist-get caller :on-decided) approval decision)))))
+         (lispm-error (funcall answer (lispm-run--answer
+                                       (list :ok nil :error (lispm-error-message err)
+                                             :condition err)))))))))
+
+(defun lispm-run--answer (outcome)
+  "Return OUTCOME of a tool call as the program's Emacs takes it."
+  (if (plist-get outcome :ok)
+      (list :ok t :text (or (plist-get outcome :text) ""))
+    (let* ((condition (plist-get outcome :condition))
+           (symbol (car condition)))
+      (list :ok nil
+            :condition (cons symbol (lispm-run--readable (cdr condition)))
+            :conditions (get symbol 'error-conditions)
+            :message (get symbol 'error-message)))))
+
+(defun lispm-run--readable (data)
+  "Return DATA, a condition's data, with what cannot be printed and read printed."
+  (cond ((or (stringp data) (numberp data) (symbolp data)) data)
+        ((consp data) (cons (lispm-run--readable (car data)) (lispm-run--readable (cdr data))))
+        (t (format "%S" data))))
 
 (defun lispm-run-lisp--arguments (tool args)
   "Return ARGS, a program's arguments to TOOL, as the plist of a call.
@@ -187,126 +254,11 @@ keywords, each a JSON name of TOOL's.  A boolean argument is t or nil."
     (cl-loop for (key value) on plist by #'cddr
              for spec = (cl-find key (lispm-tool-args tool) :key #'lispm-run-lisp--key)
              unless (and (eq (nth 1 spec) 'boolean) (null value))
-             append (list key (if (and (eq (nth 1 spec) 'boolean) (eq value t)) t value)))))
+             append (list key value))))
 
 (defun lispm-run-lisp--key (spec)
   "Return the keyword of the tool argument SPEC: `:path' for path."
   (intern (concat ":" (lispm-tools-json-name (car spec)))))
-
-(defun lispm-run--program (run checked bindings fuel)
-  "Run CHECKED, RUN's program, with BINDINGS on FUEL; return how it ended.
-This is the body of the program's thread."
-  (condition-case err
-      (lispm-lisp-run checked
-                      :bindings bindings
-                      :fuel fuel
-                      :catch t
-                      :on-empty (lambda (used) (lispm-run--ask run (list :fuel used)))
-                      :pause (lambda () (lispm-run--ask run '(:pause))))
-    (error (list :error err :printed ""))))
-
-(defun lispm-run--thread (run checked bindings limits)
-  "Wait for control, run CHECKED for RUN with BINDINGS, give control back.
-LIMITS is (FUEL MAX-DEPTH MAX-SIZE), the values of the options
-`lispm-lisp-default-fuel', `lispm-lisp-max-depth' and
-`lispm-lisp-max-size' where the program was started: a thread sees
-the options' global values, not the bindings of the code that made it."
-  (unwind-protect
-      (progn
-        (with-mutex (lispm-run-mutex run)
-          (while (eq (lispm-run-holder run) 'main)
-            (condition-wait (lispm-run-condvar run))))
-        (pcase-let ((`(,fuel ,lispm-lisp-max-depth ,lispm-lisp-max-size) limits))
-          (setf (lispm-run-result run) (lispm-run--program run checked bindings fuel))))
-    (unless (lispm-run-result run)
-      (setf (lispm-run-result run)
-            (list :error '(error "The program's thread ended abnormally") :printed "")))
-    (with-mutex (lispm-run-mutex run)
-      (setf (lispm-run-holder run) 'main)
-      (condition-notify (lispm-run-condvar run) t))))
-
-;;; Emacs's side
-
-(defun lispm-run--schedule (run)
-  "Let RUN go on from a timer, soon."
-  (unless (lispm-run-scheduled run)
-    (setf (lispm-run-scheduled run) t)
-    (run-at-time 0 nil (lambda ()
-                         (setf (lispm-run-scheduled run) nil)
-                         (lispm-run--drive run)))))
-
-(defun lispm-run--drive (run)
-  "Let RUN's program run for a slice of time, answering what it asks.
-Return when it ended, when it waits for an answer that comes later,
-or when the slice is over or input is pending (then a timer goes on)."
-  (unless (lispm-run-driving run)
-    (setf (lispm-run-driving run) t)
-    (unwind-protect
-        (let ((deadline (+ (float-time) lispm-run-lisp--slice))
-              (more t))
-          (while more
-            (let ((request (lispm-run-request run)))
-              (setf (lispm-run-request run) nil)
-              (cond
-               ((lispm-run-result run) (setq more nil) (lispm-run--finish run))
-               (request (lispm-run--serve run request))
-               ((lispm-run-waiting run) (setq more nil))
-               ((or (> (float-time) deadline) (input-pending-p))
-                (setq more nil)
-                (lispm-run--schedule run))
-               (t
-                (lispm-run--hand-over run 'program)
-                ;; A C-g while the program ran is for the program.
-                (when (and quit-flag (not (lispm-run-result run)))
-                  (setq quit-flag nil)
-                  (setf (lispm-run-aborting run) "C-g")))))))
-      (setf (lispm-run-driving run) nil))))
-
-(defun lispm-run--serve (run request)
-  "Answer REQUEST of RUN's program, now or later."
-  (pcase request
-    (`(:call ,name ,args) (lispm-run--serve-call run name args))
-    (`(:fuel ,used)
-     (if (lispm-run-aborting run)
-         (setf (lispm-run-answer run) nil)
-       (lispm-run--later run (lambda (answer)
-                               (lispm-actor-refuel (lispm-run-actor run) used answer)))))
-    (_ (setf (lispm-run-answer run) nil))))
-
-(defun lispm-run--later (run start)
-  "Answer RUN's program with what START gives its callback, now or later."
-  (let ((returned nil) (answered nil))
-    (funcall start (lambda (answer)
-                     (unless answered
-                       (setq answered t)
-                       (setf (lispm-run-answer run) answer
-                             (lispm-run-waiting run) nil)
-                       (when returned (lispm-run--schedule run)))))
-    (setq returned t)
-    (unless answered
-      (setf (lispm-run-waiting run) t))))
-
-(defun lispm-run--serve-call (run name args)
-  "Call the tool NAME with ARGS for RUN's program, through the pipeline."
-  (cl-incf (lispm-run-calls run))
-  (let ((caller (lispm-run-caller run)))
-    (lispm-run--later
-     run
-     (lambda (answer)
-       (lispm-calls-invoke
-        (lispm-run-actor run) name args
-        (lambda (outcome)
-          (setf (lispm-run-changes run)
-                (append (reverse (plist-get outcome :changes)) (lispm-run-changes run)))
-          (funcall answer outcome))
-        :on-ask (lambda (approval)
-                  (setf (lispm-run-approval run) approval)
-                  (when (plist-get caller :on-ask)
-                    (funcall (plist-get caller :on-ask) approval)))
-        :on-decided (lambda (approval decision)
-                      (setf (lispm-run-approval run) nil)
-                      (when (plist-get caller :on-decided)
-                        (funcall (plist-get caller :on-decided) approval decision))))))))
 
 (defun lispm-run-lisp--cut (text what)
   "Return TEXT, WHAT of a program, cut at `lispm-run-lisp-output-limit'."
@@ -326,59 +278,78 @@ or when the slice is over or input is pending (then a timer goes on)."
   (let* ((result (lispm-run-result run))
          (printed (or (lispm-run-lisp--printed (or (plist-get result :printed) "")) ""))
          (err (plist-get result :error))
-         (stopped (if (eq (car err) 'quit) "C-g" (plist-get result :aborted)))
          (plist
           (cond
-           (stopped
+           ((plist-get result :aborted)
             (list :ok nil :condition "lispm-lisp-interrupted"
                   :error (format "The program was stopped (%s) after %d tool calls%s"
-                                 stopped (lispm-run-calls run) printed)))
-           ((plist-member result :value)
-            (list :ok t
-                  :text (concat "Value: "
-                                (lispm-run-lisp--cut
-                                 (let ((print-length nil) (print-level nil) (print-circle t))
-                                   (prin1-to-string (plist-get result :value)))
-                                 "value")
-                                printed)))
-           ((eq (car err) 'lispm-lisp-fuel-exhausted)
+                                 (plist-get result :aborted) (lispm-run-calls run) printed)))
+           ((not err)
+            (list :ok t :text (concat "Value: "
+                                      (lispm-run-lisp--cut (plist-get result :value) "value")
+                                      printed)))
+           ((eq err 'lispm-lisp-fuel-exhausted)
             (list :ok nil :condition "lispm-lisp-fuel-exhausted"
-                  :error (concat (lispm-error-message err) printed)))
+                  :error (concat (plist-get result :message) printed)))
+           ((eq err 'lispm-lisp-error)
+            (list :ok nil :condition "lispm-lisp-error"
+                  :error (concat (plist-get result :message) printed)))
            (t
             (list :ok nil :condition "lispm-lisp-program-error"
-                  :error (format "The program signalled %s: %s%s" (car err)
-                                 (lispm-error-message err) printed))))))
+                  :error (format "The program signalled %s: %s%s" err
+                                 (plist-get result :message) printed))))))
     (append plist (list :changes (reverse (lispm-run-changes run))))))
+
+(defun lispm-run--end (run result)
+  "End RUN with RESULT, how its program ended; give its caller the result, once."
+  (unless (lispm-run-result run)
+    (setf (lispm-run-result run) result
+          (lispm-run-waiting run) nil)
+    (when-let* ((approval (lispm-run-approval run)))
+      (setf (lispm-run-approval run) nil)
+      (lispm-approvals-withdraw approval "the program was stopped"))
+    (when (process-live-p (lispm-run-process run))
+      (delete-process (lispm-run-process run)))
+    (when (buffer-live-p (lispm-run-stderr run))
+      (kill-buffer (lispm-run-stderr run)))
+    (setq lispm-run-lisp--runs (delq run lispm-run-lisp--runs))
+    (unless lispm-run-lisp--runs
+      (lispm-run-lisp--watch-quits nil))
+    (funcall (lispm-run-done run) (lispm-run-lisp--result run))))
+
+(defun lispm-run-lisp--stop-computing ()
+  "Stop the programs that compute: the user typed \\[keyboard-quit]."
+  (dolist (run lispm-run-lisp--runs)
+    (when (lispm-run-lisp-computing-p run)
+      (lispm-run-lisp-abort run "C-g"))))
 
 (defun lispm-run-lisp--keyboard-quit ()
   "Stop the programs that compute if the user typed \\[keyboard-quit].
 On `pre-command-hook' while a program runs."
   (when (or (eq last-command-event ?\C-g) (eq this-command 'keyboard-quit))
-    (dolist (run lispm-run-lisp--runs)
-      (unless (lispm-run-waiting run)
-        (lispm-run-lisp-abort run "C-g")))))
+    (lispm-run-lisp--stop-computing)))
 
-(defun lispm-run--finish (run)
-  "Give RUN's result to its caller, once."
-  (setq lispm-run-lisp--runs (delq run lispm-run-lisp--runs))
-  (unless lispm-run-lisp--runs
-    (remove-hook 'pre-command-hook #'lispm-run-lisp--keyboard-quit))
-  (when-let* ((done (lispm-run-done run)))
-    (setf (lispm-run-done run) nil)
-    (funcall done (lispm-run-lisp--result run))))
+(defun lispm-run-lisp--quit (data &rest _)
+  "Stop the programs that compute if DATA, an error at command level, is a quit.
+Before `command-error-function' while a program runs: a
+\\[keyboard-quit] typed while Emacs runs a timer or a filter, not a
+command, is a `quit' there, and runs no command."
+  (when (eq (car-safe data) 'quit)
+    (lispm-run-lisp--stop-computing)))
+
+(defun lispm-run-lisp--watch-quits (on)
+  "Watch for \\[keyboard-quit] while programs run if ON is non-nil, else stop."
+  (if on
+      (progn (add-hook 'pre-command-hook #'lispm-run-lisp--keyboard-quit)
+             (add-function :before command-error-function #'lispm-run-lisp--quit))
+    (remove-hook 'pre-command-hook #'lispm-run-lisp--keyboard-quit)
+    (remove-function command-error-function #'lispm-run-lisp--quit)))
 
 (defun lispm-run-lisp-abort (run &optional reason)
-  "Stop RUN's program, REASON (a string) saying why; its result follows.
-A call it waits for approval of is withdrawn.  Unless RUN is running
-its slice now, it ends before this returns."
-  (unless (lispm-run-result run)
-    (setf (lispm-run-aborting run) (or reason "aborted"))
-    (when-let* ((approval (lispm-run-approval run)))
-      (lispm-approvals-withdraw approval "the program was stopped"))
-    (when (lispm-run-waiting run)
-      (setf (lispm-run-waiting run) nil
-            (lispm-run-answer run) nil))
-    (lispm-run--drive run)))
+  "Stop RUN's program now, REASON (a string) saying why.
+Its Emacs is killed, a call it waits for approval of is withdrawn, and
+its caller gets the result before this returns."
+  (lispm-run--end run (list :aborted (or reason "aborted"))))
 
 (defun lispm-run-lisp-abort-actor (actor &optional reason)
   "Stop each program of ACTOR, REASON saying why; return how many."
@@ -402,30 +373,36 @@ Its tools are those of `lispm-run-lisp--tools'.  Signal
 `lispm-lisp-unreadable' or `lispm-lisp-refused'; nothing runs."
   (lispm-lisp-check (lispm-lisp-read source) (mapcar #'car (lispm-run-lisp--tools))))
 
-(defun lispm-run-lisp-start (actor checked done)
-  "Start CHECKED, a program `lispm-run-lisp-check' returned, for ACTOR.
-Return the `lispm-run'; DONE gets the tool's result plist once it ends."
-  (unless (fboundp 'make-thread)
-    (lispm-signal 'lispm-lisp-error nil
-                  "run_lisp needs an Emacs built with threads, and this one has none"))
-  (let* ((tools (lispm-run-lisp--tools))
-         (mutex (make-mutex "lispm-run"))
-         (run (lispm-run--make :actor actor :mutex mutex
-                               :condvar (make-condition-variable mutex "lispm-run")
-                               :caller lispm-calls-caller :done done))
-         (bindings (mapcar (lambda (symbol)
-                             (let ((tool (alist-get symbol tools)))
-                               (cons symbol (lambda (&rest args)
-                                              (lispm-run--call run tool args)))))
-                           (lispm-lisp-checked-tools checked))))
-    (setf (lispm-run-thread run)
-          (make-thread (let ((limits (list lispm-lisp-default-fuel lispm-lisp-max-depth
-                                           lispm-lisp-max-size)))
-                         (lambda () (lispm-run--thread run checked bindings limits)))
-                       (format "lispm-run-lisp %s" (lispm-actor-name actor))))
+(defun lispm-run-lisp--command ()
+  "Return the command line of a program's Emacs."
+  (list (expand-file-name invocation-name invocation-directory)
+        "--batch" "-Q" "-L" (directory-file-name lispm-directory)
+        "-l" "lispm-lisp-child" "-f" "lispm-lisp-child-main"))
+
+(defun lispm-run-lisp-start (actor source done)
+  "Start SOURCE, a program `lispm-run-lisp-check' allowed, for ACTOR.
+Return the `lispm-run'; DONE gets the tool's result plist once it ends.
+The program's Emacs checks SOURCE again, against the same tools."
+  (let* ((run (lispm-run--make :actor actor :caller lispm-calls-caller :done done
+                               :stderr (generate-new-buffer " *lispm-run-lisp stderr*" t)))
+         (default-directory (lispm-actor-folder actor))
+         (process (make-process
+                   :name (format "lispm-run-lisp %s" (lispm-actor-name actor))
+                   :command (lispm-run-lisp--command)
+                   :connection-type 'pipe
+                   :coding 'utf-8-unix
+                   :noquery t
+                   :stderr (lispm-run-stderr run)
+                   :filter (lambda (_process output) (lispm-run--filter run output))
+                   :sentinel (lambda (process _event) (lispm-run--sentinel run process)))))
+    (setf (lispm-run-process run) process)
     (push run lispm-run-lisp--runs)
-    (add-hook 'pre-command-hook #'lispm-run-lisp--keyboard-quit)
-    (lispm-run--schedule run)
+    (lispm-run-lisp--watch-quits t)
+    (lispm-run--send run (list :source source
+                               :tools (mapcar #'car (lispm-run-lisp--tools))
+                               :fuel lispm-lisp-default-fuel
+                               :max-depth lispm-lisp-max-depth
+                               :max-size lispm-lisp-max-size))
     run))
 
 (lispm-define-tool run-lisp (agent (program string "Emacs Lisp forms; LispM's tools are functions in them."))
@@ -442,12 +419,12 @@ define functions or macros, or call `eval'; loops and recursion burn
 fuel.  Returns the value of the last form, printed, and what the
 program printed."
   :kind 'read
-  (let ((caller lispm-calls-caller)
-        (checked (lispm-run-lisp-check program)))
+  (let ((caller lispm-calls-caller))
+    (lispm-run-lisp-check program)
     (lispm-tools-defer
      (lambda (done)
        (let ((lispm-calls-caller caller))
-         (lispm-run-lisp-start agent checked done))))))
+         (lispm-run-lisp-start agent program done))))))
 
 (provide 'lispm-run-lisp)
 ;;; lispm-run-lisp.el ends here

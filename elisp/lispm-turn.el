@@ -498,11 +498,16 @@ the next call from a timer, outside whatever delivered it."
     (cond
      (failing
       (setf (lispm-turn-failing turn) failing)
-      (lispm-turn--stop turn 'lispm-turn-tool-failed
-                        (format "%s failed: %s" (plist-get failing :name)
-                                (plist-get (cdr (assoc (plist-get failing :id) outcomes))
-                                           :error))
-                        (cdr (assoc (plist-get failing :id) outcomes))))
+      (let ((outcome (cdr (assoc (plist-get failing :id) outcomes))))
+        ;; A program that ended out of fuel (its calls nested too deep)
+        ;; stops at the fuel condition, without MORE-FUEL: it is over.
+        (lispm-turn--stop turn (if (eq (lispm-turn--condition-symbol outcome)
+                                       'lispm-lisp-fuel-exhausted)
+                                   'lispm-lisp-fuel-exhausted
+                                 'lispm-turn-tool-failed)
+                          (format "%s failed: %s" (plist-get failing :name)
+                                  (plist-get outcome :error))
+                          outcome)))
      (repeated
       (setf (lispm-turn-failing turn) repeated)
       (lispm-turn--stop turn 'lispm-turn-repeated-failure
@@ -556,9 +561,11 @@ RESUME is the call's function of `lispm-turn-suspend'."
 
 (defun lispm-turn-available-restarts (turn)
   "Return the restarts of TURN, stopped at a condition, in order."
-  (let ((type (car (lispm-turn-condition turn))))
+  (let ((type (car (lispm-turn-condition turn)))
+        (suspended (plist-get (nth 2 (lispm-turn-condition turn)) :resume)))
     (and (eq (lispm-turn-state turn) 'stopped)
-         (cdr (assq type lispm-turn--condition-restarts)))))
+         (cl-remove-if (lambda (restart) (and (eq restart 'more-fuel) (not suspended)))
+                       (cdr (assq type lispm-turn--condition-restarts))))))
 
 (defun lispm-turn-restart-number (name)
   "Return the number of the restart NAME."

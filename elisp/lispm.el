@@ -65,6 +65,7 @@
 ;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
 ;;   lispm-lisp.el      run_lisp's language: reader, checker and fuel
 ;;   lispm-run-lisp.el  the run_lisp tool: programs whose tool calls pass the policy
+;;   lispm-lisp-child.el  the Emacs a run_lisp program runs in
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:

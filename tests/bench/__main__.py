@@ -30,6 +30,7 @@ from . import (
     bench_ledger,
     bench_lisp,
     bench_run_lisp,
+    bench_tty,
     bench_watchers,
     delivery,
     mcp_path,
@@ -57,6 +58,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "agent_tool_step": bench_agent.tool_step,
     "run_lisp_check": bench_lisp.check_200_lines,
     "run_lisp_40_files": bench_run_lisp.forty_files,
+    "run_lisp_key_answer": bench_tty.key_answer,
 }
 
 RESULTS = BENCH_DIR / "results.json"

@@ -178,8 +178,10 @@ def _type_keys(master: int, keys: Path) -> None:
     """Type the bytes of every key file waiting in KEYS, oldest first."""
     for key in sorted(keys.glob("*.key")):
         data = key.read_bytes()
-        os.write(master, data)
+        # Noted before the write: Emacs may run the key's command before
+        # this process is scheduled again.
         sent = time.time()
+        os.write(master, data)
         note = key.with_suffix(".sent-part")
         note.write_text(f"{sent:.6f}")
         note.rename(key.with_suffix(".sent"))

@@ -277,7 +277,21 @@ before")))))
       (should (eq (car (plist-get (lispm-run-lisp-test--wait (lambda () (car waiting)))
                                   :condition))
                   'lispm-lisp-program-error))
-      (should-not (memq #'lispm-run-lisp--keyboard-quit pre-command-hook)))))
+      (should-not (memq #'lispm-run-lisp--keyboard-quit pre-command-hook))
+      (should-not (advice-function-member-p #'lispm-run-lisp--quit command-error-function)))))
+
+(ert-deftest lispm-run-lisp-a-quit-at-command-level-stops-it ()
+  "A quit that reaches the command loop, not as a command, stops a computing program."
+  (lispm-run-lisp-test--with (actor)
+    ;; Batch Emacs's own function would end the test run.
+    (let* ((command-error-function #'ignore)
+           (lispm-lisp-default-fuel most-positive-fixnum)
+           (cell (lispm-run-lisp-test--start actor "(while t)")))
+      (should (advice-function-member-p #'lispm-run-lisp--quit command-error-function))
+      (funcall command-error-function '(quit) "" nil)
+      (should (string-prefix-p "The program was stopped (C-g)"
+                               (plist-get (lispm-run-lisp-test--wait (lambda () (car cell)))
+                                          :error))))))
 
 (provide 'lispm-run-lisp-test)
 ;;; lispm-run-lisp-test.el ends here
