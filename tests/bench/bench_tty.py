@@ -44,7 +44,7 @@ async def key_answer(context: Context) -> list[Metric]:
     times: list[float] = data["key_answer_ms"]
     note = (f"{len(times)} F5 presses ({spread(times, digits=1)} ms), each from the write to "
             f"the terminal to its command; Emacs's CPU {data['cpu_share'] * 100:.0f}% of the "
-            "wall time meanwhile (the program computing)")
+            "wall time meanwhile (the program computes in an Emacs of its own)")
     return [
         Metric("run_lisp_key_answer_ms", median(times), "ms", Target("<=", 100),
                f"median; {note}"),

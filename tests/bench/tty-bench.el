@@ -17,14 +17,13 @@
 ;; its own (`lispm-run-lisp-start', as the tool does; no model), on a
 ;; billion steps of fuel.  While it computes, F5 is typed again and
 ;; again (`lispm-e2e-tty-press', from lispm-e2e-tty.el), each after a
-;; pause of 50 to 150 ms in the command loop, so the keys fall at
-;; different points of the program's slices.  A key's time is from
+;; pause of 50 to 150 ms in the command loop.  A key's time is from
 ;; the moment `run_tty' wrote it to the terminal to the moment its
 ;; command ran; each must run while the program runs.  Then the
 ;; program is stopped from Lisp.  Writes tty-bench.json to the run's
 ;; folder: {"key_answer_ms": [MS...], "cpu_share": S}, S Emacs's CPU
-;; time over the wall time of the presses (the program computed
-;; meanwhile), or {"error": TEXT}; exits 0, or 1 on an error.
+;; time over the wall time of the presses (the program computes in
+;; an Emacs of its own meanwhile), or {"error": TEXT}; exits 0, or 1 on an error.
 
 ;;; Code:
 
@@ -71,7 +70,7 @@
               (setq run (lispm-run-lisp-start
                          (tty-bench-actor-make :name "bench" :kind 'bench
                                                :folder default-directory)
-                         (lispm-run-lisp-check tty-bench-program) #'ignore))
+                         tty-bench-program #'ignore))
               (lispm-e2e-tty-wait (lambda () (lispm-run-lisp-running)) 10 "the program")
               (let* ((wall (float-time))
                      (cpu (lispm-e2e-tty--cpu))
