@@ -195,7 +195,9 @@ under the run_lisp call; the turn's revert takes the first edit back."
     (let ((turn (lispm-e2e-own-send agent "Recurse forever in Lisp")))
       (should (eq (lispm-turn-state turn) 'stopped))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-lisp-fuel-exhausted))
-      (should (memq 'abort (lispm-turn-available-restarts turn)))
+      (should (string-search "calls nested deeper than 200" (cadr (lispm-turn-condition turn))))
+      ;; The program is over: no MORE-FUEL.
+      (should (equal (lispm-turn-available-restarts turn) '(skip-tool abort)))
       (lispm-turn-restart turn 'abort)
       (should (eq (lispm-turn-state turn) 'aborted))
       (should-not (lispm-run-lisp-running agent))

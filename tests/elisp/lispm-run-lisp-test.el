@@ -293,5 +293,45 @@ before")))))
                                (plist-get (lispm-run-lisp-test--wait (lambda () (car cell)))
                                           :error))))))
 
+;;; The program's Emacs misbehaving
+
+(ert-deftest lispm-run-lisp-a-garbled-line-ends-it-clearly ()
+  "A line the program's Emacs writes that is not a request ends the run, saying so."
+  (lispm-run-lisp-test--with (actor)
+    (let* ((lispm-lisp-default-fuel most-positive-fixnum)
+           (cell (lispm-run-lisp-test--start actor "(while t)"))
+           (run (car (lispm-run-lisp-running actor))))
+      (lispm-run--filter run "partial")
+      (should-not (car cell))
+      (lispm-run--filter run " line)\n")
+      (let ((outcome (lispm-run-lisp-test--wait (lambda () (car cell)))))
+        (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-error))
+        (should (equal (plist-get outcome :error)
+                       "The program's Emacs wrote \"partial line)\""))
+        (should-not (process-live-p (lispm-run-process run)))
+        (should-not (lispm-run-lisp-running))))))
+
+(ert-deftest lispm-run-lisp-its-emacs-dying-ends-it-clearly ()
+  "The program's Emacs ending before the program did is the call's error."
+  (lispm-run-lisp-test--with (actor)
+    (let* ((lispm-lisp-default-fuel most-positive-fixnum)
+           (cell (lispm-run-lisp-test--start actor "(while t)"))
+           (run (car (lispm-run-lisp-running actor))))
+      (signal-process (lispm-run-process run) 'KILL)
+      (let ((outcome (lispm-run-lisp-test--wait (lambda () (car cell)))))
+        (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-error))
+        (should (string-prefix-p "The program's Emacs ended (signal 9)"
+                                 (plist-get outcome :error)))))))
+
+(ert-deftest lispm-run-lisp-text-crosses-whole ()
+  "Newlines, control and non-ASCII characters cross both ways intact."
+  (lispm-run-lisp-test--with (actor)
+    (lispm-test-write-file (lispm-actor-folder actor) "odd.txt" "é\n\t\r\x07 ✓\n")
+    (should (equal (plist-get (lispm-run-lisp-test--run
+                               actor "(let ((text (read-file \"odd.txt\")))
+                                        (list (length text) (string-to-list text)))")
+                              :text)
+                   (format "Value: %S" (list 8 (string-to-list "é\n\t\r\x07 ✓\n")))))))
+
 (provide 'lispm-run-lisp-test)
 ;;; lispm-run-lisp-test.el ends here
