@@ -105,7 +105,9 @@ A rule is (KIND DECISION [PATTERNS]):
             matches the file's name in any directory.
 
 The first rule of the role that matches wins; with none, the answer is
-`ask'.  A role missing here uses `lispm-policy-default-role''s rules."
+`ask'.  A role named here wins over a role's Org file of that name
+\(see `lispm-roles-directories'); a role in neither uses
+`lispm-policy-default-role''s rules."
   :type '(alist :key-type (symbol :tag "Role")
                 :value-type (repeat :tag "Rules, first match wins" lispm-policy-rule)))
 
@@ -186,12 +188,31 @@ Symbolic links are followed, so a link out of the folder is outside."
 
 ;;; Rules
 
-(defun lispm-policy-rules (role)
-  "Return the rules of ROLE, or of `lispm-policy-default-role' if it has none."
-  (let ((entry (assq role lispm-policy-roles)))
-    (if entry
-        (cdr entry)
-      (cdr (assq lispm-policy-default-role lispm-policy-roles)))))
+;; lispm-roles.el reads roles from Org files and adds its reader here.
+;; It needs this file (the kinds, the decisions, `lispm-policy-decide'
+;; for the stricter-of rule), so this file cannot require it back: the
+;; hook keeps the policy whole without it, and takes file roles when
+;; it is loaded.
+(defvar lispm-policy-role-functions nil
+  "Functions that find a role `lispm-policy-roles' does not name.
+Each is called with the role, a symbol, and the folder of the agent
+acting (or nil), and returns the role's entry (ROLE . RULES), as in
+`lispm-policy-roles', or nil if it does not know ROLE.  The first
+entry found wins.")
+
+(defun lispm-policy--role-entry (role folder)
+  "Return the entry (ROLE . RULES) of ROLE for an agent in FOLDER, or nil.
+`lispm-policy-roles' wins over `lispm-policy-role-functions'."
+  (or (assq role lispm-policy-roles)
+      (run-hook-with-args-until-success 'lispm-policy-role-functions role folder)))
+
+(defun lispm-policy-rules (role &optional folder)
+  "Return the rules of ROLE, or of `lispm-policy-default-role' if it has none.
+A role is looked up in `lispm-policy-roles', then by
+`lispm-policy-role-functions' (the roles' Org files, for an agent
+working in FOLDER)."
+  (cdr (or (lispm-policy--role-entry role folder)
+           (lispm-policy--role-entry lispm-policy-default-role folder))))
 
 (defun lispm-policy--rule-decision (agent rule kind files)
   "Return RULE's decision for AGENT's action of KIND on FILES, if it matches."
@@ -214,7 +235,8 @@ Like `lispm-policy-decide', but without the session grants."
   (lispm-policy--check-args agent kind)
   (let ((files (plist-get target :files)))
     (or (cl-some (lambda (rule) (lispm-policy--rule-decision agent rule kind files))
-                 (lispm-policy-rules (or role lispm-policy-default-role)))
+                 (lispm-policy-rules (or role lispm-policy-default-role)
+                                     (lispm-actor-folder agent)))
         'ask)))
 
 (defun lispm-policy-decide (agent role kind target)
