@@ -61,7 +61,8 @@ class Agents:
 
     def __post_init__(self) -> None:
         self.messenger = Messenger(self.services.ledger,
-                                   lambda: [*self.by_name, *self.starting], self.wake)
+                                   lambda: [*self.by_name, *self.starting], self.wake,
+                                   lambda name: a.kind if (a := self.by_name.get(name)) else None)
 
     def adapter(self, kind: str) -> KindAdapter:
         """The adapter of KIND, made on first use."""

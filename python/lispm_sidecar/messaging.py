@@ -11,10 +11,12 @@ agent that lives in Emacs.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 
 from .errors import LispmError
 from .ledger import LISPM, Ledger, Message, SelfRequest
+from .waitfor import WaitForGraph, asks_block
 
 
 class UnknownRecipient(LispmError):
@@ -27,16 +29,60 @@ class SelfMessage(SelfRequest):
     """An agent sent a message to itself."""
 
 
+class DeadlockRefused(LispmError):
+    """The request would close a cycle of agents that wait on each other."""
+
+    code = -32021
+
+    def __init__(self, cycle: list[str], request_id: str | None) -> None:
+        """CYCLE is asker, asked, ..., asker; REQUEST_ID its last hop, if known."""
+        self.cycle = cycle
+        self.request_id = request_id
+        asker, asked, *_ = cycle
+        waits = "".join(f", which waits on {name}" for name in cycle[2:])
+        chain = " → ".join(cycle)
+        request = f"request {request_id}" if request_id else "request"
+        super().__init__(f"refused: {asker} would wait on {asked}{waits} ({chain});"
+                         f" answer {cycle[-2]}'s {request} instead")
+
+
 class Messenger:
     """The messaging tools of every agent, and what happens when one leaves."""
 
     def __init__(
         self, ledger: Ledger, live_agents: Callable[[], Iterable[str]],
         wake: Callable[[str], None],
+        kind_of: Callable[[str], str | None] = lambda _name: None,
     ) -> None:
+        """KIND_OF(name) is the kind of the live agent NAME, None if unknown;
+        it says (`asks_block`) whose requests can close a cycle."""
         self._ledger = ledger
         self._live_agents = live_agents
         self._wake = wake
+        self._kind_of = kind_of
+        self._graph: asyncio.Future[WaitForGraph] | None = None
+        self._provisional = 0
+
+    def blocks(self, name: str) -> bool:
+        """Return whether agent NAME waits on its requests until answered."""
+        return asks_block(self._kind_of(name))
+
+    async def wait_for(self) -> WaitForGraph:
+        """Return the wait-for graph, built from the ledger's open requests at first use.
+
+        Every call that writes a request's state awaits it before writing,
+        so the graph read once and kept up to date after matches the ledger.
+        """
+        if self._graph is None:
+            self._graph = asyncio.ensure_future(self._load())
+        return await asyncio.shield(self._graph)
+
+    async def _load(self) -> WaitForGraph:
+        try:
+            return WaitForGraph.from_requests(await self._ledger.open_requests(), self.blocks)
+        except BaseException:
+            self._graph = None  # the next call tries again
+            raise
 
     def _check_recipient(self, sender: str, to: str) -> None:
         live = sorted(self._live_agents())
@@ -64,15 +110,33 @@ class Messenger:
         return text
 
     async def ask(self, sender: str, to: str, request: str) -> tuple[str, str]:
-        """As `ask_agent`, and return the request id beside the answer."""
+        """As `ask_agent`, and return the request id beside the answer.
+
+        Refused with `DeadlockRefused` if SENDER blocks and TO waits on it."""
         self._check_recipient(sender, to)
-        asked = await self._ledger.ask(sender, to, request)
+        graph = await self.wait_for()
+        # Asking itself is the ledger's `SelfRequest`, not a cycle.
+        if sender != to and (cycle := graph.cycle_if(sender, to)) is not None:
+            known = [rid for rid in graph.waiting(cycle[-2], sender) if rid.startswith("R")]
+            raise DeadlockRefused(cycle, known[0] if known else None)
+        # The edge holds from the check on, so a concurrent ask sees it.
+        self._provisional += 1
+        held = f"pending-{self._provisional}"
+        graph.add(held, sender, to)
+        try:
+            asked = await self._ledger.ask(sender, to, request)
+        finally:
+            graph.remove(held)
+        graph.add(asked.id, sender, to)
         self._queued([asked.message])
         return f"asked {to}, request {asked.id}", asked.id
 
     async def reply(self, sender: str, request_id: str, text: str) -> str:
         """Answer REQUEST_ID, which must have been asked of SENDER and still be open."""
+        graph = await self.wait_for()
         message = await self._ledger.reply(sender, request_id.strip(), text)
+        if message.request_id is not None:
+            graph.remove(message.request_id)
         self._queued([message])
         return f"replied to {message.recipient}, request {message.request_id}"
 
@@ -83,7 +147,9 @@ class Messenger:
         for it fail (a later agent of the same name is another conversation),
         and each sender of a plain message is told.
         """
+        graph = await self.wait_for()
         notices = await self._ledger.end_requests_to(name)
+        self._ended(graph, name, notices)
         failed = await self._ledger.fail_queued_for(name, f"{name} closed before delivery")
         for message in failed:
             if message.kind == "message" and message.sender != LISPM:
@@ -97,9 +163,22 @@ class Messenger:
 
         See `Ledger.end_leftovers`; each sender of a plain message that
         fails is told, as when an agent closes."""
+        graph = await self.wait_for()
         notices, failed = await self._ledger.end_leftovers(name, reason)
+        self._ended(graph, name, [*notices, *failed])
         for message in failed:
             if message.kind == "message" and message.sender != LISPM:
                 notices.append(await self._ledger.notify(
                     message.sender, f"Your message to {name} was not delivered: {reason}."))
         self._queued(notices)
+
+    @staticmethod
+    def _ended(graph: WaitForGraph, name: str, messages: Iterable[Message]) -> None:
+        """Drop from GRAPH the requests asked by or of NAME that just ended.
+
+        Each ended request has a notice or a failed request message among
+        MESSAGES; a request of others they mention stays."""
+        ids = {message.request_id for message in messages if message.request_id}
+        for edge in graph.edges():
+            if edge.request_id in ids and name in (edge.asker, edge.asked):
+                graph.remove(edge.request_id)
