@@ -52,6 +52,8 @@
 ;;   -32054  lispm-sidecar-error             the sidecar cannot be started
 ;;   -32055  lispm-approvals-error           an approval asked for wrongly
 ;;   -32056  lispm-policy-denied             the policy or the user refused a call
+;;   -32057  lispm-role-broken               a role's Org file does not read
+;;   -32058  lispm-role-unknown              no role of that name
 ;;   -32060  lispm-tool-unknown              no tool of that name
 ;;   -32061  lispm-tool-bad-args             arguments against the schema
 ;;   -32062  lispm-tool-not-a-directory      a directory was expected

@@ -124,7 +124,7 @@ they are kept word for word."
                        (if (nth 2 rule)
                            (format " (only %s)" (mapconcat #'identity (nth 2 rule) ", "))
                          "")))
-             (lispm-policy-rules (lispm-actor-role agent))
+             (lispm-policy-rules (lispm-actor-role agent) (lispm-actor-folder agent))
              "\n"))
 
 (defun lispm-agent-system-prompt (agent)

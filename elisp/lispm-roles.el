@@ -82,6 +82,14 @@ A project's roles (in its `.lispm/roles/') win over these, and these
 over LispM's own."
   :type '(repeat directory))
 
+(defcustom lispm-roles-from-projects nil
+  "Non-nil means a project's own roles, in its `.lispm/roles/', are used.
+Off by default: a project you cloned could give a role more than you
+would (a `tester' that may run any command without asking).  Turn it
+on for projects whose roles you have read.  A helper can never do more
+than its caller whatever its role says (`lispm-roles-helper-decision')."
+  :type 'boolean)
+
 (defconst lispm-roles-project-subdirectory ".lispm/roles/"
   "Where a project keeps its roles, relative to its root.")
 
@@ -251,7 +259,8 @@ That of the nearest folder, FOLDER or above, which has one."
   "Return every role file's role or error, for an agent in FOLDER, in order."
   (let (found)
     (pcase-dolist (`(,source . ,directories)
-                   `((project ,(lispm-roles--project-directory folder))
+                   `((project ,(and lispm-roles-from-projects
+                                    (lispm-roles--project-directory folder)))
                      (user ,@lispm-roles-directories)
                      (shipped ,lispm-roles-shipped-directory)))
       (dolist (directory directories)

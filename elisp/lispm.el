@@ -51,6 +51,7 @@
 ;;   lispm-views.el     Emacs as the agents see it: the editor-state push
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
 ;;   lispm-policy.el    allow / ask / deny per role and kind
+;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
 ;;   lispm-approvals.el the approvals buffer and its mode-line notice
 ;;   lispm-edit.el      editing as one undo step, change records, revert
 ;;   lispm-tools.el     LispM's tool registry and its base tools
@@ -85,6 +86,7 @@
 (require 'lispm-views)
 (require 'lispm-ide)
 (require 'lispm-policy)
+(require 'lispm-roles)
 (require 'lispm-approvals)
 (require 'lispm-tools)
 (require 'lispm-skills)

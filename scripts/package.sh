@@ -9,13 +9,14 @@ version=$(sed -n 's/^;; Version: *//p' elisp/lispm.el)
 out=${1:-dist}
 stage="$out/lispm-$version"
 rm -rf "$stage" "$out/lispm-$version.tar"
-mkdir -p "$stage/python" "$stage/apps"
+mkdir -p "$stage/python" "$stage/apps" "$stage/roles"
 cp elisp/*.el "$stage/"
 rm -f "$stage/lispm-autoloads.el"
 for f in elisp/apps/*.el elisp/apps/*.org; do
     [ -e "$f" ] && cp "$f" "$stage/apps/"
 done
 rmdir "$stage/apps" 2>/dev/null || true
+cp elisp/roles/*.org "$stage/roles/"
 cp python/pyproject.toml "$stage/python/"
 cp -r python/lispm_sidecar "$stage/python/"
 find "$stage" -name __pycache__ -prune -exec rm -rf {} +

@@ -29,6 +29,7 @@ of the user's roles (truenames, with a slash); the role cache is empty."
           (folder (file-name-as-directory (file-truename (make-temp-file "lispm-roles-" t))))
           (user (file-name-as-directory (file-truename (make-temp-file "lispm-roles-user-" t))))
           (lispm-roles-directories (list user))
+          (lispm-roles-from-projects t)
           (text-quoting-style 'grave)
           (warning-minimum-log-level :error)
           (warning-minimum-level :emergency))
@@ -191,6 +192,9 @@ A heading of its own is ignored.
             (let ((role (lispm-roles-get 'reviewer sub)))
               (should (eq (lispm-role-source role) 'project))
               (should (equal (lispm-role-rules role) '((read allow)))))
+            ;; Unless projects' roles are turned on, they do not count.
+            (let ((lispm-roles-from-projects nil))
+              (should (eq (lispm-role-source (lispm-roles-get 'reviewer sub)) 'user)))
             ;; Elsewhere, the project's roles do not count.
             (should (eq (lispm-role-source (lispm-roles-get 'reviewer user)) 'user))
             (should (eq (lispm-role-source (lispm-roles-get 'reviewer)) 'user))

@@ -47,6 +47,17 @@ INSTALL_AND_USE = r"""
   (dolist (command '(lispm-doctor lispm-mycin lispm-blocks))
     (call-interactively command)
     (princ (format "app %s %s\n" command (buffer-name (window-buffer)))))
+  ;; A run_lisp program runs in an Emacs started from the installed files.
+  (require 'lispm-run-lisp)
+  (cl-defstruct (package-test-actor (:include lispm-actor)))
+  (let ((result nil) (deadline (+ (float-time) 60)))
+    (lispm-run-lisp-start (make-package-test-actor :name "pkg" :folder default-directory)
+                          "(+ 1 2)" (lambda (outcome) (setq result outcome)))
+    (while (and (not result) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (princ (format "run-lisp %S\n" (or (plist-get result :text) result))))
+  ;; LispM's own roles come with the package.
+  (princ (format "roles %S\n" (mapcar #'lispm-role-name (lispm-roles-list))))
   (lispm-sidecar-stop))
 """
 
@@ -75,6 +86,8 @@ def test_package_installs_and_runs_in_a_clean_emacs(tmp_path: Path) -> None:
     assert "apps-buffer *LispM Apps*" in output
     for command in ("lispm-doctor", "lispm-mycin", "lispm-blocks"):
         assert f"app {command} *LispM" in output, command
+    assert 'run-lisp "Value: 3"' in output
+    assert "roles (default reviewer tester)" in output
     warnings = [line for line in output.splitlines() if "Warning" in line]
     assert warnings == [], warnings
     # Every command the README names, from the package's autoloads alone.
