@@ -57,9 +57,9 @@
 ;; signals `lispm-lisp-fuel-exhausted', which is deliberately not an
 ;; `error' (its conditions are only itself and `lispm-error'), so a
 ;; program's `(condition-case nil ... (error nil))' cannot swallow
-;; it, and handlers that could are refused.  `lispm-lisp-abort' ends
-;; the run from a tool or a fuel callback by a `throw' to an
-;; uninterned tag the program cannot name, so it cannot be caught.
+;; it, and handlers that could are refused.  Stopping a program is
+;; its caller's business: run_lisp runs it in an Emacs of its own, and
+;; kills that Emacs (lispm-run-lisp.el).
 
 ;;; Code:
 
@@ -565,8 +565,6 @@ ARGS are (FORM VARS FNS); BODY returns the walked form."
 (defvar lispm-lisp--depth 0 "While a program runs: how deep its calls nest.")
 (defvar lispm-lisp--on-empty nil "While a program runs: what to call when fuel runs out.")
 (defvar lispm-lisp--exhausted nil "While a program runs: non-nil once fuel ran out.")
-(defvar lispm-lisp--abort-tag nil "While a program runs: the tag an abort throws to.")
-(defvar lispm-lisp--aborting nil "While a program runs: the reason it is aborting.")
 (defvar lispm-lisp--closures nil "While a program runs: its closures, as a weak set.")
 
 (defun lispm-lisp--out-of-fuel (why)
@@ -576,9 +574,7 @@ ARGS are (FORM VARS FNS); BODY returns the walked form."
                 "The program ran out of fuel after %d steps%s" lispm-lisp--used why))
 
 (defun lispm-lisp--tick ()
-  "Burn one unit of fuel; refuel, or signal, or abort, when due."
-  (when lispm-lisp--aborting
-    (throw lispm-lisp--abort-tag lispm-lisp--aborting))
+  "Burn one unit of fuel; refuel, or signal, when due."
   (when (<= lispm-lisp--fuel 0)
     (let ((more (and lispm-lisp--on-empty (not lispm-lisp--exhausted)
                      (funcall lispm-lisp--on-empty lispm-lisp--used))))
@@ -697,15 +693,6 @@ functions take a string too) pass; anything else is refused."
   "Print a newline to the program's output."
   (terpri))
 
-(defun lispm-lisp-abort (&optional reason)
-  "End the running program now, REASON (a string) saying why.
-It throws to a tag the program cannot name, so nothing in it can
-stop the abort; `lispm-lisp-run' then returns (:aborted REASON ...)."
-  (unless lispm-lisp--abort-tag
-    (error "No run_lisp program is running"))
-  (setq lispm-lisp--aborting (or reason "aborted"))
-  (throw lispm-lisp--abort-tag lispm-lisp--aborting))
-
 (defun lispm-lisp--apply (checked functions)
   "Run CHECKED with the tools' FUNCTIONS; return (:value VALUE)."
   (list :value (apply (eval (lispm-lisp-checked-form checked) t) functions)))
@@ -719,25 +706,20 @@ fuel, anything else lets `lispm-lisp-fuel-exhausted' be signalled.
 If CATCH is non-nil, a condition that ends the program, a `quit' or
 `lispm-lisp-fuel-exhausted' included, is returned as (:error ERR
 :printed TEXT) instead of signalled.
-Return (:value VALUE :printed TEXT), TEXT what the program printed, or
-\(:aborted REASON :printed TEXT) if `lispm-lisp-abort' ended it."
+Return (:value VALUE :printed TEXT), TEXT what the program printed."
   (let* ((functions
           (mapcar (lambda (tool)
                     (or (alist-get tool bindings)
                         (lispm-signal 'lispm-lisp-error (list tool)
                                       "No function for the tool `%s'" tool)))
                   (lispm-lisp-checked-tools checked)))
-         (output (generate-new-buffer " *lispm-lisp-output*" t))
-         (tag (make-symbol "lispm-lisp-abort"))
-         (result nil))
+         (output (generate-new-buffer " *lispm-lisp-output*" t)))
     (unwind-protect
         (let ((lispm-lisp--fuel fuel)
               (lispm-lisp--used 0)
               (lispm-lisp--depth 0)
               (lispm-lisp--on-empty on-empty)
               (lispm-lisp--exhausted nil)
-              (lispm-lisp--abort-tag tag)
-              (lispm-lisp--aborting nil)
               (lispm-lisp--closures (let ((table (make-hash-table :test 'eq :weakness 'key)))
                                       (dolist (function functions table)
                                         (puthash function t table))))
@@ -745,19 +727,15 @@ Return (:value VALUE :printed TEXT), TEXT what the program printed, or
               (max-lisp-eval-depth (max max-lisp-eval-depth 8000))
               (standard-output output)
               (case-fold-search t))
-          (let ((value (catch tag
-                         (save-match-data
-                           (with-temp-buffer
-                             (setq result
-                                   (if (not catch)
-                                       (lispm-lisp--apply checked functions)
-                                     (condition-case err
-                                         (lispm-lisp--apply checked functions)
-                                       ((error quit lispm-lisp-fuel-exhausted)
-                                        (list :error err))))))))))
-            (unless result
-              (setq result (list :aborted value))))
-          (append result (list :printed (with-current-buffer output (buffer-string)))))
+          (append (save-match-data
+                    (with-temp-buffer
+                      (if (not catch)
+                          (lispm-lisp--apply checked functions)
+                        (condition-case err
+                            (lispm-lisp--apply checked functions)
+                          ((error quit lispm-lisp-fuel-exhausted)
+                           (list :error err))))))
+                  (list :printed (with-current-buffer output (buffer-string)))))
       (kill-buffer output))))
 
 (provide 'lispm-lisp)

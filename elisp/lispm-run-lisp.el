@@ -233,7 +233,8 @@ default it ends."
 (defun lispm-run-lisp--arguments (tool args)
   "Return ARGS, a program's arguments to TOOL, as the plist of a call.
 Positional arguments come first, in the order of TOOL's schema; then
-keywords, each a JSON name of TOOL's.  A boolean argument is t or nil."
+keywords, each a JSON name of TOOL's.  A nil value is an argument not
+given, so a boolean argument is t or nil."
   (let ((specs (lispm-tool-args tool))
         (plist nil))
     (while (and args (not (keywordp (car args))))
@@ -251,10 +252,7 @@ keywords, each a JSON name of TOOL's.  A boolean argument is t or nil."
                         "%s: `%S' must be a keyword followed by its value"
                         (lispm-tool-name tool) key))
         (setq plist (plist-put plist key (pop args)))))
-    (cl-loop for (key value) on plist by #'cddr
-             for spec = (cl-find key (lispm-tool-args tool) :key #'lispm-run-lisp--key)
-             unless (and (eq (nth 1 spec) 'boolean) (null value))
-             append (list key value))))
+    plist))
 
 (defun lispm-run-lisp--key (spec)
   "Return the keyword of the tool argument SPEC: `:path' for path."

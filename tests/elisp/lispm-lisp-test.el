@@ -4,7 +4,8 @@
 
 ;; Reading without read-time evaluation, the check's refusals (each
 ;; with its reason, and nothing run), what it lets through, fuel for
-;; loops and recursion, the abort, and the tools bound from BINDINGS.
+;; loops and recursion, conditions caught, and the tools bound from
+;; BINDINGS.
 
 ;;; Code:
 
@@ -161,7 +162,7 @@ Not `should-error': it catches only `error's, which this is not."
   (dolist (entry lispm-lisp--function-args)
     (should (memq (car entry) lispm-lisp-allowed-functions))))
 
-;;; Fuel and abort
+;;; Fuel, and conditions caught
 
 (ert-deftest lispm-lisp-test-fuel ()
   (let ((err (lispm-lisp-test--out-of-fuel (lispm-lisp-test--run "(while t)" :fuel 500))))
@@ -187,14 +188,16 @@ Not `should-error': it catches only `error's, which this is not."
                    30))
     (should (equal asked '(10)))))
 
-(ert-deftest lispm-lisp-test-abort ()
+(ert-deftest lispm-lisp-test-catch ()
+  "With CATCH, a condition that ends the program is its result, with its output."
   (let ((result (lispm-lisp-run
-                 (lispm-lisp-check
-                  (lispm-lisp-read "(princ \"a\") (condition-case nil (note 1) (error 'caught)) 'done")
-                  '(note))
-                 :bindings (list (cons 'note (lambda (_) (lispm-lisp-abort "stop")))))))
-    (should (equal result '(:aborted "stop" :printed "a"))))
-  (should-error (lispm-lisp-abort) :type 'error))
+                 (lispm-lisp-check (lispm-lisp-read "(princ \"a\") (car 1)") nil)
+                 :catch t)))
+    (should (equal result '(:error (wrong-type-argument listp 1) :printed "a"))))
+  (should (eq (car (plist-get (lispm-lisp-run (lispm-lisp-check '((while t)) nil)
+                                              :fuel 5 :catch t)
+                              :error))
+              'lispm-lisp-fuel-exhausted)))
 
 (ert-deftest lispm-lisp-test-no-interaction ()
   (should-error (lispm-lisp-run (lispm-lisp-check '((ask "x")) '(ask))
