@@ -51,6 +51,8 @@ struct and adds its own slots."
   (folder nil :documentation "The directory it works in, a truename.")
   (role nil :documentation "Its policy role, a key of `lispm-policy-roles';
 nil means `lispm-policy-default-role'.")
+  (caller nil :documentation "The actor that started it as a helper, or nil.
+A helper never does more than its caller (`lispm-policy-decide').")
   (serial 0 :documentation "Creation order among all actors of this session.")
   (state 'starting :documentation "One of `starting', `running', `exited'.")
   (activity nil :documentation "What it is doing: `idle', `busy' (thinking),

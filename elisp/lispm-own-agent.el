@@ -43,6 +43,7 @@
 (require 'lispm-base)
 (require 'lispm-agents)
 (require 'lispm-policy)
+(require 'lispm-roles)
 (require 'lispm-messages)
 (require 'lispm-model)
 (require 'lispm-session)
@@ -142,9 +143,15 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 \"[Request R from NAME]\" with the reply tool.
 
 Your role is %s; the user's policy for it (first match wins):
-%s"
+%s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
-          (lispm-actor-role agent) (lispm-agent--policy-text agent)))
+          (lispm-actor-role agent) (lispm-agent--policy-text agent)
+          (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
+                                           (lispm-actor-folder agent)))
+                    (prompt (lispm-role-prompt role))
+                    ((not (string-empty-p (string-trim prompt)))))
+              (concat "\n\n" (string-trim prompt))
+            "")))
 
 ;;; Turns
 
@@ -152,11 +159,16 @@ Your role is %s; the user's policy for it (first match wins):
   "Show what AGENT does now that TURN's state changed."
   (lispm-agent--set-activity agent (lispm-turn-activity turn)))
 
+(defvar lispm-agent-turn-end-functions nil
+  "Abnormal hook run with an own agent and its turn once the turn is over.
+It runs after the agent is idle again, before what waits for it starts.")
+
 (defun lispm-agent--turn-ended (agent turn)
   "Note that AGENT's TURN is over; start what waits."
   (when (eq (lispm-own-agent-turn agent) turn)
     (setf (lispm-own-agent-turn agent) nil))
   (lispm-agent--set-activity agent 'idle)
+  (run-hook-with-args 'lispm-agent-turn-end-functions agent turn)
   (when (lispm-own-agent-pending agent)
     (run-at-time 0 nil #'lispm-agent--next agent)))
 

@@ -360,19 +360,33 @@ has all of them; an unknown role has the default role's."
            (lispm-roles--tools lispm-policy-default-role folder))
           (t 'all))))
 
+(defun lispm-roles--both (mine theirs)
+  "Return the tools in both MINE and THEIRS, lists of names or `all'.
+In MINE's order; `all' only if both are."
+  (cond ((eq mine 'all) theirs)
+        ((eq theirs 'all) mine)
+        (t (cl-remove-if-not (lambda (tool) (member tool theirs)) mine))))
+
+(defun lispm-roles-actor-tools (actor)
+  "Return the tools ACTOR may use: tool names, or `all'.
+They are its role's; for a helper, only those its caller may use too,
+up the chain of callers."
+  (let ((mine (lispm-roles--tools (lispm-actor-effective-role actor)
+                                  (lispm-actor-folder actor)))
+        (caller (lispm-actor-caller actor)))
+    (if caller
+        (lispm-roles--both mine (lispm-roles-actor-tools caller))
+      mine)))
+
 (defun lispm-roles-helper-tools (role caller)
   "Return the tools a helper of ROLE started by CALLER may use.
-They are ROLE's tools that CALLER's role has too, in ROLE's order:
-tool names, or `all' when both roles have every tool."
+They are ROLE's tools that CALLER may use too (`lispm-roles-actor-tools'),
+in ROLE's order: tool names, or `all' when both have every tool."
   (let* ((role (lispm-roles--name role))
-         (folder (lispm-actor-folder caller))
-         (mine (progn (lispm-roles--check-role role folder)
-                      (lispm-roles--tools role folder)))
-         (theirs (lispm-roles--tools (or (lispm-actor-role caller) lispm-policy-default-role)
-                                     folder)))
-    (cond ((eq mine 'all) theirs)
-          ((eq theirs 'all) mine)
-          (t (cl-remove-if-not (lambda (tool) (member tool theirs)) mine)))))
+         (folder (lispm-actor-folder caller)))
+    (lispm-roles--check-role role folder)
+    (lispm-roles--both (lispm-roles--tools role folder)
+                       (lispm-roles-actor-tools caller))))
 
 (provide 'lispm-roles)
 ;;; lispm-roles.el ends here

@@ -54,6 +54,7 @@
 (require 'lispm-calls)
 (require 'lispm-edit)
 (require 'lispm-session)
+(require 'lispm-roles)
 
 ;;; Options
 
@@ -198,19 +199,25 @@
 
 (add-hook 'lispm-tools-changed-hook #'lispm-turn--forget-tools)
 
-(defun lispm-turn-tools ()
+(defun lispm-turn-tools (&optional actor)
   "Return the tools offered to the model: LispM's registry, for the request.
-They are made once, not for each request, until a tool is defined or
+With ACTOR, only those it may use (`lispm-roles-actor-tools').  They
+are made once, not for each request, until a tool is defined or
 redefined."
-  (if (and lispm-turn--tools (eq (car lispm-turn--tools) lispm-tools))
-      (cdr lispm-turn--tools)
-    (cdr (setq lispm-turn--tools
-               (cons lispm-tools
-                     (mapcar (lambda (tool)
-                               (list :name (lispm-tool-name tool)
-                                     :description (lispm-tool-description tool)
-                                     :parameters (lispm-tool-schema tool)))
-                             lispm-tools))))))
+  (let ((offered
+         (if (and lispm-turn--tools (eq (car lispm-turn--tools) lispm-tools))
+             (cdr lispm-turn--tools)
+           (cdr (setq lispm-turn--tools
+                      (cons lispm-tools
+                            (mapcar (lambda (tool)
+                                      (list :name (lispm-tool-name tool)
+                                            :description (lispm-tool-description tool)
+                                            :parameters (lispm-tool-schema tool)))
+                                    lispm-tools))))))
+        (allowed (if actor (lispm-roles-actor-tools actor) 'all)))
+    (if (eq allowed 'all)
+        offered
+      (cl-remove-if-not (lambda (tool) (member (plist-get tool :name) allowed)) offered))))
 
 (cl-defun lispm-turn-start (actor buffer number model messages &key system on-state on-end)
   "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
@@ -250,7 +257,7 @@ changes and when it is over."
                                  (funcall (lispm-turn-system turn))
                                "")
                      :messages (lispm-turn-messages turn)
-                     :tools (lispm-turn-tools))
+                     :tools (lispm-turn-tools (lispm-turn-actor turn)))
                (lambda (event) (lispm-turn--event turn event))))
       ;; No model, no key, no sidecar: each stops here, with restarts.
       (error
