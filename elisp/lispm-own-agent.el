@@ -223,13 +223,14 @@ It runs after the agent is idle again, before what waits for it starts.")
 
 ;;; Starting and ending
 
-(defun lispm-agent--create (folder model session &optional role)
+(defun lispm-agent--create (folder model session &optional role name)
   "Make an own agent in FOLDER asking MODEL; register it and return it.
 SESSION is a function of the agent's name that returns its session's
-buffer.  ROLE defaults to `lispm-policy-default-role'.  The agent is
+buffer.  ROLE defaults to `lispm-policy-default-role'.  NAME is the
+base of its name, by default `lispm-agent-name'.  The agent is
 registered with Emacs, which names it, and with the sidecar."
   (let ((agent (lispm-own-agent--make
-                :name lispm-agent-name :kind 'lispm :folder folder
+                :name (or name lispm-agent-name) :kind 'lispm :folder folder
                 :role (or role lispm-policy-default-role)
                 :state 'running :activity 'idle :model model)))
     (lispm-agents-add-actor agent)
