@@ -557,10 +557,6 @@ activity (null when nothing says)."
         :activity (and (lispm-actor-activity agent)
                        (symbol-name (lispm-actor-activity agent)))))
 
-(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) _params)
-  "Return every live actor with its name, kind, role, folder, state and activity."
-  (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))))
-
 (defun lispm-agent-from-params (params)
   "Return the live agent PARAMS name, if it is the instance they mean.
 PARAMS is a request's plist from the sidecar: `:name', and optionally

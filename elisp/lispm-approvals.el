@@ -90,6 +90,14 @@ denials and the user's answers are always recorded."
 (defvar lispm-approvals-changed-hook nil
   "Hook run whenever an approval arrives or goes.")
 
+(defvar lispm-approvals-asked-functions nil
+  "Functions called with each new approval, once it shows in the buffer.")
+
+(defvar lispm-approvals-decided-functions nil
+  "Functions called with an approval, its DECISION and REASON, once answered.
+DECISION is `allow', `allow-session', `deny' or `withdrawn'; they are
+called after the approval's own callback.")
+
 ;;; Approvals
 
 (cl-defstruct (lispm-approval (:constructor lispm-approval--make) (:copier nil))
@@ -151,7 +159,16 @@ denials and the user's answers are always recorded."
         (file-relative-name file folder)
       (abbreviate-file-name file))))
 
-(defun lispm-approvals--summary (approval)
+(defun lispm-approvals-asker (approval)
+  "Return who asks APPROVAL, for the user: \"NAME (role ROLE)\".
+A helper is \"NAME (role ROLE, helper of CALLER)\"."
+  (let* ((agent (lispm-approval-agent approval))
+         (caller (lispm-actor-caller agent)))
+    (format "%s (role %s%s)" (lispm-actor-name agent)
+            (or (lispm-approval-role approval) lispm-policy-default-role)
+            (if caller (format ", helper of %s" (lispm-actor-name caller)) ""))))
+
+(defun lispm-approvals-summary (approval)
   "Return a one-line description of APPROVAL's action, for the ledger."
   (let* ((target (lispm-approval-target approval))
          (agent (lispm-approval-agent approval))
@@ -275,9 +292,11 @@ Each section is one approval.  On a section:
          (target (lispm-approval-target approval))
          (kind (lispm-approval-kind approval)))
     (insert (propertize (format "%s  " (lispm-approval-id approval)) 'face 'shadow)
-            (propertize (lispm-actor-name agent) 'face 'lispm-approvals-agent)
-            (format " (role %s) asks for " (or (lispm-approval-role approval)
-                                               lispm-policy-default-role))
+            (let ((asker (lispm-approvals-asker approval)))
+              (add-face-text-property 0 (length (lispm-actor-name agent))
+                                      'lispm-approvals-agent nil asker)
+              asker)
+            " asks for "
             (propertize (symbol-name kind) 'face 'lispm-approvals-kind))
     (when-let* ((title (lispm-approval-title approval)))
       (insert ": " (lispm-approvals--one-line title 120)))
@@ -294,7 +313,7 @@ Each section is one approval.  On a section:
     (lispm-approvals--button "[Deny...]"
                              (lambda () (call-interactively
                                          (lambda (reason)
-                                           (interactive (list (lispm-approvals--read-reason)))
+                                           (interactive (list (lispm-approvals-read-reason)))
                                            (lispm-approvals-deny approval reason))))
                              "Refuse, with a reason the agent reads")
     (insert "\n")
@@ -517,8 +536,9 @@ withdrawn :reason REASON) when AGENT leaves before anyone decided."
         (lispm-approvals--changed)
         (ignore-errors (display-buffer buffer lispm-approvals-display-action))
         (message "LispM: %s asks for %s: %s (see %s)"
-                 (lispm-actor-name agent) kind (lispm-approvals--summary approval)
-                 lispm-approvals-buffer-name)))
+                 (lispm-approvals-asker approval) kind (lispm-approvals-summary approval)
+                 lispm-approvals-buffer-name)
+        (lispm-approvals--tell 'lispm-approvals-asked-functions approval)))
     (lispm-approval-id approval)))
 
 (defun lispm-approvals--resolve (approval decision &optional reason)
@@ -532,7 +552,7 @@ nil if APPROVAL no longer waits."
       (when (eq decision 'allow-session)
         (lispm-policy-grant agent kind))
       (lispm-approvals--audit agent (lispm-approval-role approval) kind
-                              (lispm-approvals--summary approval) decision reason)
+                              (lispm-approvals-summary approval) decision reason)
       (lispm-approvals--changed)
       (let ((result (pcase decision
                       ('allow (list :decision 'allow))
@@ -544,9 +564,17 @@ nil if APPROVAL no longer waits."
           (error (message "LispM: answering %s's approval %s failed: %s"
                           (lispm-actor-name agent) (lispm-approval-id approval)
                           (error-message-string err)))))
+      (lispm-approvals--tell 'lispm-approvals-decided-functions approval decision reason)
       (when (eq decision 'allow-session)
         (lispm-approvals--settle-granted agent kind))
       t)))
+
+(defun lispm-approvals--tell (hook approval &rest args)
+  "Run HOOK's functions with APPROVAL and ARGS; report their errors."
+  (condition-case err
+      (apply #'run-hook-with-args hook approval args)
+    (error (message "LispM: %s of approval %s failed: %s" hook
+                    (lispm-approval-id approval) (error-message-string err)))))
 
 (defun lispm-approvals--settle-granted (agent kind)
   "Allow AGENT's other waiting approvals of KIND, now that it has a grant."
@@ -557,8 +585,8 @@ nil if APPROVAL no longer waits."
                    'allow))
       (lispm-approvals--resolve other 'allow-session))))
 
-(defun lispm-approvals--read-reason ()
-  "Ask for the reason of a denial; an empty one is \"denied by the user\"."
+(defun lispm-approvals-read-reason ()
+  "Read the reason of a denial from the user; an empty one is \"denied by the user\"."
   (let ((reason (string-trim (read-string "Deny, with the reason (empty: denied by the user): "))))
     (if (string-empty-p reason) "denied by the user" reason)))
 
@@ -605,7 +633,7 @@ or its id."
 Interactively, ask for the reason; an empty one is \"denied by the user\".
 APPROVAL may be an approval or its id."
   (interactive (progn (lispm-approvals--pending-or-error nil)
-                      (list nil (lispm-approvals--read-reason))))
+                      (list nil (lispm-approvals-read-reason))))
   (let ((approval (lispm-approvals--pending-or-error approval))
         (reason (if (or (null reason) (string-empty-p (string-trim reason)))
                     "denied by the user"
@@ -657,28 +685,41 @@ a kind in `lispm-approvals-audit-automatic' (a session grant included);
 and every answer to a question, whatever its kind.  So each action is
 recorded at most once."
   (let ((decision (lispm-policy-decide agent role kind target)))
-    (if (eq decision 'ask)
-        (lispm-approvals-request agent role kind target callback title)
-      (let* ((role (or role lispm-policy-default-role))
-             ;; Made only for the audit: most allowed reads have none.
-             (what (lambda ()
-                     (lispm-approvals--summary
-                      (lispm-approval--make :agent agent :role role :kind kind
-                                            :target target :title title)))))
-        (pcase decision
-          ('deny
-           (let ((reason (format "%s is denied to %s (role %s) by LispM's policy"
-                                 kind (lispm-actor-name agent) role)))
-             (lispm-approvals--audit agent role kind (funcall what) 'deny reason)
-             (funcall callback (list :decision 'deny :by 'policy :reason reason))))
-          (_
-           (when (memq kind lispm-approvals-audit-automatic)
-             (lispm-approvals--audit agent role kind (funcall what) 'allow
-                                     (if (lispm-policy-granted-p agent kind)
-                                         "allowed for the session"
-                                       "allowed by the policy")))
-           (funcall callback (list :decision 'allow))))
-        nil))))
+    (pcase decision
+      ('ask (lispm-approvals-request agent role kind target callback title))
+      ('deny
+       (lispm-approvals-refuse agent role kind target callback title
+                               (format "%s is denied to %s (role %s) by LispM's policy"
+                                       kind (lispm-actor-name agent)
+                                       (or role lispm-policy-default-role))))
+      (_
+       (when (memq kind lispm-approvals-audit-automatic)
+         (lispm-approvals--audit agent role kind
+                                 (lispm-approvals--what agent role kind target title)
+                                 'allow
+                                 (if (lispm-policy-granted-p agent kind)
+                                     "allowed for the session"
+                                   "allowed by the policy")))
+       (funcall callback (list :decision 'allow))
+       nil))))
+
+(defun lispm-approvals--what (agent role kind target title)
+  "Return the ledger's line for AGENT, in ROLE, doing KIND on TARGET, named TITLE."
+  (lispm-approvals-summary
+   (lispm-approval--make :agent agent :role (or role lispm-policy-default-role)
+                         :kind kind :target target :title title)))
+
+(defun lispm-approvals-refuse (agent role kind target callback title reason)
+  "Refuse AGENT, in ROLE, KIND on TARGET by the policy, without asking anyone.
+The refusal goes to the ledger, as every denial by the policy does,
+with TITLE, the action's name, and REASON, why; then CALLBACK is
+called, before this returns, with (:decision deny :by policy :reason
+REASON).  Return nil.  `lispm-approvals-authorize' refuses so what the
+policy denies; the call pipeline, a tool outside the actor's role."
+  (lispm-approvals--audit agent role kind (lispm-approvals--what agent role kind target title)
+                          'deny reason)
+  (funcall callback (list :decision 'deny :by 'policy :reason reason))
+  nil)
 
 ;;; Commands
 

@@ -28,7 +28,10 @@
 ;;     :command lispm-doctor)
 ;;
 ;; The store loads every `lispm-app-*.el' in that folder when it opens,
-;; so adding an app means adding its two files.  The page is an Org
+;; so adding an app means adding its two files.  A shelf may also make
+;; its apps as the store is drawn: the Roles shelf has one for each
+;; role (`lispm-roles-list'), whose page is the role's Org file and
+;; which opens a helper of that role in the current project.  The page is an Org
 ;; file that says what the app does, where it comes from, who wrote
 ;; it, under which licence, and what it cannot do; it doubles as a
 ;; skill that teaches an agent to drive the app.
@@ -91,12 +94,17 @@ A new KEY goes at the end, so that display order is definition order."
               alist)
     (append alist (list (cons key value)))))
 
-(defmacro lispm-define-shelf (id title description)
+(defmacro lispm-define-shelf (id title description &optional entries)
   "Define the App Store shelf ID, shown as TITLE with DESCRIPTION below it.
-Shelves appear in the order of their definitions."
+Shelves appear in the order of their definitions.  ENTRIES, if
+non-nil, is a function of no arguments that returns more apps for the
+shelf, `lispm-app's made afresh each time the store is drawn: for a
+shelf whose apps come and go, such as the roles."
   (declare (indent 1))
   `(setq lispm-apps--shelves
-         (lispm-apps--put-last lispm-apps--shelves ',id (list ,title ,description))))
+         (lispm-apps--put-last lispm-apps--shelves ',id
+                               (append (list ,title ,description)
+                                       (and ,entries (list ,entries))))))
 
 (defun lispm-apps--check-definition (id props)
   "Signal an error unless PROPS is a valid definition of app ID."
@@ -139,13 +147,49 @@ app's Org page; it defaults to \"lispm-app-ID.org\" in
   (alist-get id lispm-apps--apps))
 
 (defun lispm-apps-on-shelf (shelf)
-  "Return the registered apps standing on SHELF, in registration order."
-  (cl-remove-if-not (lambda (app) (eq (lispm-app-shelf app) shelf))
-                    (mapcar #'cdr lispm-apps--apps)))
+  "Return the apps standing on SHELF: the registered ones, in registration order.
+Then those of the shelf's ENTRIES function (`lispm-define-shelf')."
+  (append (cl-remove-if-not (lambda (app) (eq (lispm-app-shelf app) shelf))
+                            (mapcar #'cdr lispm-apps--apps))
+          (when-let* ((entries (nth 3 (assq shelf lispm-apps--shelves))))
+            (funcall entries))))
 
 (lispm-define-shelf classic-ai
   "Classic AI"
   "Programs from the first decades of AI research, running again in Emacs.")
+
+;;; The Roles shelf
+
+(declare-function lispm-helper-start "lispm-helpers" (role &optional folder display))
+(declare-function lispm-roles-list "lispm-roles" (&optional folder))
+(declare-function lispm-role-name "lispm-roles" (role))
+(declare-function lispm-role-description "lispm-roles" (role))
+(declare-function lispm-role-file "lispm-roles" (role))
+(declare-function lispm-agents--default-folder "lispm-agents" ())
+
+(defun lispm-apps--role-apps ()
+  "Return an app for each role an agent in the current project can have.
+Its page is the role's Org file (what it does, its prompt, its tools
+and its policy); opening it starts an own agent of that role in the
+current project (`lispm-helper-start')."
+  (require 'lispm-helpers)
+  (mapcar (lambda (role)
+            (let ((name (lispm-role-name role)))
+              (lispm-app--create
+               :id (intern (format "role-%s" name))
+               :title (symbol-name name)
+               :shelf 'roles
+               :summary (lispm-role-description role)
+               :command (lambda ()
+                          (interactive)
+                          (lispm-helper-start name nil t))
+               :page (lispm-role-file role))))
+          (lispm-roles-list (lispm-agents--default-folder))))
+
+(lispm-define-shelf roles
+  "Roles"
+  "LispM's own agents with a role: open one to start it in the current project."
+  #'lispm-apps--role-apps)
 
 (defun lispm-apps-load ()
   "Load every app file in `lispm-apps-directory'.
@@ -356,9 +400,12 @@ g refresh  q close" 'face 'shadow))
 (defun lispm-apps ()
   "Open the LispM App Store: shelves of apps to open or read about."
   (interactive)
-  (let ((buffer (get-buffer-create lispm-apps-buffer-name)))
+  (let ((buffer (get-buffer-create lispm-apps-buffer-name))
+        (directory default-directory))
     (with-current-buffer buffer
       (lispm-apps-mode)
+      ;; The current project's, for the roles and the helpers they start.
+      (setq default-directory directory)
       (lispm-apps--render)
       (goto-char (or (car (lispm-apps--app-starts)) (point-min))))
     (lispm-apps-display buffer)))

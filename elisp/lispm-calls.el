@@ -23,7 +23,9 @@
 ;;
 ;;   1. validate: the tool must exist (`lispm-tool-unknown') and its
 ;;      arguments, a plist or a JSON object's text, match its schema
-;;      (`lispm-tool-bad-args');
+;;      (`lispm-tool-bad-args'); a tool outside the actor's role (for a
+;;      helper, outside its callers' too: `lispm-roles-actor-tools') is
+;;      refused by the policy, audited, and no one is asked;
 ;;   2. target: what it would touch must lie in the actor's folder
 ;;      (`lispm-tool-outside-folder'), refused before anyone is asked;
 ;;   3. decide, with the policy of the ACTOR's role: allow runs it, deny
@@ -60,6 +62,8 @@
 (require 'lispm-tools)
 (require 'lispm-skills)
 (require 'lispm-policy)
+;; The roles need the policy, not the pipeline: no cycle.
+(require 'lispm-roles)
 (require 'lispm-approvals)
 
 ;;; The pipeline
@@ -151,6 +155,22 @@ call's outcome; CALLER is the caller's plist of `lispm-calls-caller'."
                                          (plist-get answer :reason))
                                     (lispm-actor-effective-role actor)))))))
 
+(defun lispm-calls--tool-refusal (actor tool)
+  "Return why ACTOR may not use TOOL at all, a string, or nil if it may.
+An actor may use the tools of its role, and a helper only those its
+callers may use too (`lispm-roles-actor-tools')."
+  (let ((name (lispm-tool-name tool)))
+    (cl-flet ((allowed-p (actor)
+                (let ((tools (lispm-roles-actor-tools actor)))
+                  (or (eq tools 'all) (member name tools)))))
+      (unless (allowed-p actor)
+        (let ((caller (lispm-actor-caller actor)))
+          (if (and caller (not (allowed-p caller)))
+              (format "%s is not among the tools its caller %s may use"
+                      name (lispm-actor-name caller))
+            (format "%s is not among the tools of role %s"
+                    name (lispm-actor-effective-role actor))))))))
+
 (cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask on-decided)
   "Call the tool TOOL-NAME with ARGS as ACTOR, under the policy of its role.
 ACTOR is a `lispm-actor'.  ARGS is a plist with keyword keys, as
@@ -183,10 +203,24 @@ the call runs.  Return nil; never signal."
          tool target)
     (condition-case err
         (setq tool (lispm-calls--tool tool-name)
-              args (lispm-calls--args tool args)
-              target (lispm-tool-target tool actor args))
+              args (lispm-calls--args tool args))
       (error (setq tool nil)
              (funcall done (lispm-calls--failure err))))
+    (when-let* ((tool)
+                (refusal (lispm-calls--tool-refusal actor tool)))
+      (setq tool nil)
+      (let ((role (lispm-actor-effective-role actor))
+            (kind (lispm-tool-kind tool)))
+        (lispm-approvals-refuse
+         actor role kind nil
+         (lambda (_answer)
+           (funcall done (lispm-calls--failure (lispm-policy-denial kind 'policy refusal role))))
+         (lispm-calls--summary tool args) refusal)))
+    (when tool
+      (condition-case err
+          (setq target (lispm-tool-target tool actor args))
+        (error (setq tool nil)
+               (funcall done (lispm-calls--failure err)))))
     (when tool
       ;; Outside the `condition-case': an error of CALLBACK's own, called
       ;; from here when the tool runs at once, is not the call's failure.

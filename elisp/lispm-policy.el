@@ -32,6 +32,13 @@
 ;; `deny' stays `deny'.  A grant belongs to that very agent (its name and
 ;; serial), so a later agent of the same name does not inherit it, and
 ;; it goes when the agent leaves the registry.
+;;
+;; A helper (an actor whose `lispm-actor-caller' started it) never does
+;; more than its caller: its decision is the stricter (deny over ask
+;; over allow) of its role's and its caller's, up the chain of callers,
+;; without the callers' session grants; a helper whose folder is not
+;; within its caller's is denied everything.  Only the helper's own
+;; grant may then lift an `ask'.
 
 ;;; Code:
 
@@ -239,19 +246,73 @@ Like `lispm-policy-decide', but without the session grants."
                                      (lispm-actor-folder agent)))
         'ask)))
 
+(defun lispm-policy-stricter (a b)
+  "Return the stricter of the decisions A and B: `deny', then `ask', then `allow'."
+  (dolist (decision (list a b))
+    (unless (memq decision lispm-policy-decisions)
+      (signal 'lispm-policy-error (list "Not a decision" decision))))
+  (if (> (length (memq a lispm-policy-decisions)) (length (memq b lispm-policy-decisions)))
+      b
+    a))
+
+(defun lispm-policy-helper-folder-ok-p (caller folder)
+  "Return non-nil if a helper of CALLER, an actor, may work in FOLDER.
+FOLDER must be the caller's folder or within it, symbolic links
+followed."
+  (and (stringp folder)
+       (file-in-directory-p (file-truename folder)
+                            (file-truename (lispm-actor-folder caller)))))
+
+(defun lispm-policy-chain-decision (agent role kind target &optional caller)
+  "Return the decision on AGENT's KIND on TARGET in ROLE, under its callers.
+CALLER is the actor that started AGENT as a helper, by default AGENT's
+`lispm-actor-caller'.  Without one, this is ROLE's rule decision
+\(`lispm-policy-rule-decision').  With one, it is the stricter
+\(`lispm-policy-stricter') of ROLE's rule decision and CALLER's own
+decision by this function, in CALLER's role and under its callers in
+turn, so a helper never does more than anyone up its chain; and
+`deny' if AGENT's folder is not within CALLER's.  No session grant
+counts here: a grant is the user's word for that one agent
+\(`lispm-policy-grant'), and a helper is another agent, so what its
+caller may do unasked, it still asks for."
+  (lispm-policy--check-args agent kind)
+  (let ((seen nil))
+    (cl-labels ((decide (agent role caller)
+                  (when (memq caller seen)
+                    (signal 'lispm-policy-error
+                            (list "A cycle of callers" (lispm-actor-name caller))))
+                  (when caller (push caller seen))
+                  (let ((mine (lispm-policy-rule-decision agent role kind target)))
+                    (cond ((null caller) mine)
+                          ((not (lispm-policy-helper-folder-ok-p caller (lispm-actor-folder agent)))
+                           'deny)
+                          (t (lispm-policy-stricter
+                              mine (decide caller (lispm-actor-role caller)
+                                           (lispm-actor-caller caller))))))))
+      (decide agent role (or caller (lispm-actor-caller agent))))))
+
+(defun lispm-policy-granted-decision (agent kind decision)
+  "Return DECISION on AGENT's action of KIND, lifted by AGENT's session grant.
+An `ask' becomes `allow' if the user allowed KIND for AGENT for its
+session (`lispm-policy-grant'); `allow' and `deny' stay."
+  (if (and (eq decision 'ask) (lispm-policy-granted-p agent kind))
+      'allow
+    decision))
+
 (defun lispm-policy-decide (agent role kind target)
   "Return `allow', `ask' or `deny' for AGENT, in ROLE, doing KIND on TARGET.
 KIND is one of `lispm-policy-kinds'.  TARGET is a plist describing the
 action, such as (:files (\"/abs/a.el\") :command \"ls\" :form \"(+ 1 2)\");
 its :files, absolute or relative to AGENT's folder, are what rules
 narrowed by path patterns look at.  ROLE nil means
-`lispm-policy-default-role'.  The rules are in `lispm-policy-roles';
-an `ask' becomes `allow' if the user allowed KIND for AGENT for its
-session (`lispm-policy-grant'); a `deny' stays."
-  (let ((decision (lispm-policy-rule-decision agent role kind target)))
-    (if (and (eq decision 'ask) (lispm-policy-granted-p agent kind))
-        'allow
-      decision)))
+`lispm-policy-default-role'.  The rules are in `lispm-policy-roles'
+\(and the roles' files).  For a helper, an actor with a caller, the
+decision is never more permissive than its caller's, up the chain of
+callers (`lispm-policy-chain-decision').  Then an `ask' becomes
+`allow' if the user allowed KIND for AGENT itself for its session
+\(`lispm-policy-grant'); a `deny' stays."
+  (lispm-policy-granted-decision
+   agent kind (lispm-policy-chain-decision agent role kind target)))
 
 ;;; Session grants
 

@@ -54,9 +54,10 @@
 ;;
 ;; A helper started from a role can never do more than its caller: for
 ;; each kind and target it gets the stricter (deny over ask over allow)
-;; of its role's decision and its caller's (`lispm-roles-helper-decision'),
-;; its folder is within the caller's, and its tools are its role's that
-;; the caller's role has too (`lispm-roles-helper-tools').
+;; of its role's decision and its caller's, up the chain of callers
+;; (`lispm-policy-decide'; `lispm-roles-helper-decision' for one not
+;; started yet), its folder is within the caller's, and its tools are
+;; its role's that the caller may use too (`lispm-roles-actor-tools').
 
 ;;; Code:
 
@@ -304,25 +305,9 @@ Signal `lispm-role-broken' if only a broken file would give NAME."
 
 ;;; Helpers: never more than their caller
 
-(defun lispm-roles-stricter (a b)
-  "Return the stricter of the decisions A and B: `deny', then `ask', then `allow'."
-  (dolist (decision (list a b))
-    (unless (memq decision lispm-policy-decisions)
-      (signal 'lispm-policy-error (list "Not a decision" decision))))
-  (if (> (length (memq a lispm-policy-decisions)) (length (memq b lispm-policy-decisions)))
-      b
-    a))
-
-(defun lispm-roles-helper-folder-ok-p (caller folder)
-  "Return non-nil if a helper of CALLER, an actor, may work in FOLDER.
-FOLDER must be the caller's folder or within it, symbolic links
-followed."
-  (and (stringp folder)
-       (file-in-directory-p (file-truename folder)
-                            (file-truename (lispm-actor-folder caller)))))
-
-(defun lispm-roles--check-role (role folder)
-  "Signal `lispm-role-unknown' unless ROLE names a role for FOLDER."
+(defun lispm-roles-check (role folder)
+  "Signal `lispm-role-unknown' unless ROLE, a symbol, names a role for FOLDER.
+The error's message lists the roles an agent in FOLDER can have."
   (unless (or (assq role lispm-policy-roles) (lispm-roles-get role folder))
     (lispm-signal 'lispm-role-unknown (list role) "Unknown role %s; the roles are: %s"
                   role (mapconcat (lambda (role) (symbol-name (lispm-role-name role)))
@@ -330,24 +315,19 @@ followed."
 
 (defun lispm-roles-helper-decision (role caller kind target &optional helper)
   "Return `allow', `ask' or `deny' for a helper of ROLE doing KIND on TARGET.
-CALLER is the actor that started the helper; HELPER, once it exists,
+CALLER is the actor that starts the helper; HELPER, once it exists,
 the helper itself, an actor whose folder its role's path patterns are
-relative to (without it, CALLER's folder).  The decision is the
-stricter of ROLE's and CALLER's (`lispm-roles-stricter'), so a helper
-never does more than its caller; a HELPER whose folder is not within
-CALLER's is denied everything.
-
-CALLER's session grants do not count: a grant is the user's word for
-that one agent (`lispm-policy-grant'), and a helper is another agent,
-so what the caller may do unasked, its helper still asks for."
+relative to (without it, CALLER's folder).  This is what
+`lispm-policy-decide' gives the helper, whose caller is CALLER: the
+stricter of ROLE's decision and CALLER's, up CALLER's own callers
+\(`lispm-policy-chain-decision'), lifted only by HELPER's own session
+grant.  A HELPER whose folder is not within CALLER's is denied
+everything.  Signal `lispm-role-unknown' if ROLE is no role."
   (let* ((role (lispm-roles--name role))
          (agent (or helper caller)))
-    (lispm-roles--check-role role (lispm-actor-folder agent))
-    (if (not (lispm-roles-helper-folder-ok-p caller (lispm-actor-folder agent)))
-        'deny
-      (lispm-roles-stricter
-       (lispm-policy-rule-decision agent role kind target)
-       (lispm-policy-rule-decision caller (lispm-actor-role caller) kind target)))))
+    (lispm-roles-check role (lispm-actor-folder agent))
+    (let ((decision (lispm-policy-chain-decision agent role kind target caller)))
+      (if helper (lispm-policy-granted-decision helper kind decision) decision))))
 
 (defun lispm-roles--tools (role folder)
   "Return the tools of ROLE for an agent in FOLDER: names, or `all'.
@@ -384,7 +364,7 @@ They are ROLE's tools that CALLER may use too (`lispm-roles-actor-tools'),
 in ROLE's order: tool names, or `all' when both have every tool."
   (let* ((role (lispm-roles--name role))
          (folder (lispm-actor-folder caller)))
-    (lispm-roles--check-role role folder)
+    (lispm-roles-check role folder)
     (lispm-roles--both (lispm-roles--tools role folder)
                        (lispm-roles-actor-tools caller))))
 

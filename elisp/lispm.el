@@ -25,6 +25,7 @@
 ;; Start here:
 ;;   M-x lispm               the list of agents
 ;;   M-x lispm-agent         LispM's own agent, inside this Emacs
+;;   M-x lispm-helper-start  an own agent of a role (reviewer, tester, ...)
 ;;   M-x lispm-claude        Claude Code at the current project's root
 ;;   M-x lispm-codex         Codex at the current project's root
 ;;   M-x lispm-holon         a Holon agent, through its daemon
@@ -52,6 +53,7 @@
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
 ;;   lispm-policy.el    allow / ask / deny per role and kind
 ;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
+;;   lispm-helpers.el   helpers started from roles; the agents and roles listed
 ;;   lispm-approvals.el the approvals buffer and its mode-line notice
 ;;   lispm-edit.el      editing as one undo step, change records, revert
 ;;   lispm-tools.el     LispM's tool registry and its base tools
@@ -92,6 +94,7 @@
 (require 'lispm-skills)
 (require 'lispm-calls)
 (require 'lispm-introspect)
+(require 'lispm-helpers)
 
 ;; The App Store and its apps load when first used.  These forms name
 ;; their commands in a source checkout, which has no generated

@@ -304,8 +304,8 @@ A heading of its own is ignored.
                  '((allow allow allow) (allow ask ask) (allow deny deny)
                    (ask allow ask) (ask ask ask) (ask deny deny)
                    (deny allow deny) (deny ask deny) (deny deny deny)))
-    (should (eq (lispm-roles-stricter a b) stricter)))
-  (should-error (lispm-roles-stricter 'allow 'maybe) :type 'lispm-policy-error))
+    (should (eq (lispm-policy-stricter a b) stricter)))
+  (should-error (lispm-policy-stricter 'allow 'maybe) :type 'lispm-policy-error))
 
 (ert-deftest lispm-roles-test-helper-examples ()
   (lispm-roles-test--with-roles
@@ -350,16 +350,16 @@ A heading of its own is ignored.
           (link (expand-file-name "link" folder)))
       (make-directory sub)
       (make-symbolic-link user link)
-      (should (lispm-roles-helper-folder-ok-p caller folder))
-      (should (lispm-roles-helper-folder-ok-p caller (directory-file-name folder)))
-      (should (lispm-roles-helper-folder-ok-p caller sub))
-      (should (lispm-roles-helper-folder-ok-p caller (expand-file-name "sub/../sub/x" folder)))
-      (should-not (lispm-roles-helper-folder-ok-p caller user))
-      (should-not (lispm-roles-helper-folder-ok-p caller (expand-file-name ".." folder)))
-      (should-not (lispm-roles-helper-folder-ok-p caller (concat (directory-file-name folder) "x")))
+      (should (lispm-policy-helper-folder-ok-p caller folder))
+      (should (lispm-policy-helper-folder-ok-p caller (directory-file-name folder)))
+      (should (lispm-policy-helper-folder-ok-p caller sub))
+      (should (lispm-policy-helper-folder-ok-p caller (expand-file-name "sub/../sub/x" folder)))
+      (should-not (lispm-policy-helper-folder-ok-p caller user))
+      (should-not (lispm-policy-helper-folder-ok-p caller (expand-file-name ".." folder)))
+      (should-not (lispm-policy-helper-folder-ok-p caller (concat (directory-file-name folder) "x")))
       ;; A link out of the folder is outside.
-      (should-not (lispm-roles-helper-folder-ok-p caller link))
-      (should-not (lispm-roles-helper-folder-ok-p caller nil)))))
+      (should-not (lispm-policy-helper-folder-ok-p caller link))
+      (should-not (lispm-policy-helper-folder-ok-p caller nil)))))
 
 (ert-deftest lispm-roles-test-helper-tools ()
   (lispm-roles-test--with-roles

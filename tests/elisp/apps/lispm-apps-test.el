@@ -20,6 +20,7 @@
 
 (require 'ert)
 (require 'lispm-apps)
+(require 'lispm-roles)
 
 (lispm-apps-load)
 
@@ -119,6 +120,7 @@
 
 (ert-deftest lispm-apps-test-store-lists-shelves-and-apps ()
   (lispm-apps-test--with-one-window
+   (let ((lispm-roles-directories nil))
     (lispm-apps)
     (should (equal (buffer-name) lispm-apps-buffer-name))
     (should (derived-mode-p 'lispm-apps-mode))
@@ -132,12 +134,16 @@
     (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'doctor))
     (lispm-apps-next 1)
     (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'mycin))
+    ;; Then the Roles shelf: LispM's own roles, in order.
+    (dolist (id '(role-default role-reviewer role-tester))
+      (lispm-apps-next 1)
+      (should (eq (lispm-app-id (lispm-apps--app-at-point)) id)))
     (should-error (lispm-apps-next 1) :type 'user-error)
-    (lispm-apps-previous 2)
+    (lispm-apps-previous 5)
     (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'blocks))
     (should (= 2 (length (window-list))))
     (lispm-apps-quit)
-    (should (= 1 (length (window-list))))))
+    (should (= 1 (length (window-list)))))))
 
 (ert-deftest lispm-apps-test-store-buttons-open-and-show-the-page ()
   (lispm-apps-test--with-registry
