@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import protocol
 from .agent import AdapterContext, Agent, Services
 from .confine import Visibility, buffer_links
 from .delivery import DeliveryQueue
-from .errors import AgentExists, InvalidParams, UnknownAgent
+from .errors import AgentExists, InvalidParams, LispmError, UnknownAgent
 from .kinds import KINDS, adapter_class
 from .ledger import Message
-from .messaging import Messenger
+from .messaging import HelperNotReady, Messenger
 from .runtime import AgentFiles, new_token
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 #: Seconds the sidecar, going away, waits for agents it is still closing
 #: (their adapters may talk to a daemon) before it cancels what is left.
 CLOSE_DEADLINE = 5.0
+#: Seconds a helper Emacs started for a role has to register.
+HELPER_DEADLINE = 10.0
 
 
 @dataclass
@@ -58,11 +61,47 @@ class Agents:
     closing: set[asyncio.Task[None]] = field(default_factory=set)
     #: Agents being started: `stop_all` waits for them too, then stops them.
     opening: set[asyncio.Task[Agent]] = field(default_factory=set)
+    #: Who waits for an agent of a name to be registered (`registered`).
+    arrivals: dict[str, set[asyncio.Future[Agent]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.messenger = Messenger(self.services.ledger,
                                    lambda: [*self.by_name, *self.starting], self.wake,
-                                   lambda name: a.kind if (a := self.by_name.get(name)) else None)
+                                   lambda name: a.kind if (a := self.by_name.get(name)) else None,
+                                   self.start_helper)
+
+    async def start_helper(self, caller: str, role: str) -> str:
+        """Have Emacs start a helper of ROLE for agent CALLER; return its name
+        once it is registered.  Emacs's refusal (an unknown role) is raised."""
+        answer = await self.services.link.request(protocol.START_HELPER, protocol.StartHelperParams(
+            role=role, caller=caller, caller_instance=self.get(caller).instance))
+        name = answer.get("name") if isinstance(answer, dict) else None
+        instance = answer.get("instance") if isinstance(answer, dict) else None
+        if not isinstance(name, str) or not isinstance(instance, int):
+            raise LispmError(f"Emacs started a helper of role {role} but did not say "
+                             f"which: {answer!r}")
+        await self.registered(name, instance, HELPER_DEADLINE)
+        return name
+
+    async def registered(self, name: str, instance: int, within: float) -> Agent:
+        """Return agent NAME (INSTANCE) once it is registered; `HelperNotReady`
+        if it is not within WITHIN seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while (agent := self.by_name.get(name)) is None or agent.instance != instance:
+            arrival: asyncio.Future[Agent] = loop.create_future()
+            waiting = self.arrivals.setdefault(name, set())
+            waiting.add(arrival)
+            try:
+                await asyncio.wait_for(arrival, max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                raise HelperNotReady(f"{name} (instance {instance}), started by Emacs, did "
+                                     f"not register within {within:g} s") from None
+            finally:
+                waiting.discard(arrival)
+                if not waiting and self.arrivals.get(name) is waiting:
+                    del self.arrivals[name]
+        return agent
 
     def adapter(self, kind: str) -> KindAdapter:
         """The adapter of KIND, made on first use."""
@@ -182,9 +221,12 @@ class Agents:
             name, instance, self.services.ledger, adapter.handover(agent),
             lambda _queue: self.services.on_activity(agent) if agent else None,
             on_delivered=lambda message: seen.link(buffer_links(message.text)),
-            renderer=adapter.renderer(agent),
+            renderer=adapter.renderer(agent), answers_anytime=adapter.answers_anytime,
         )
         self.by_name[name] = agent
+        for arrival in self.arrivals.get(name, set()):
+            if not arrival.done():
+                arrival.set_result(agent)
         agent.queue.start()
         if agent.watcher is not None:  # one the adapter made at `open`: no process to wait for
             await agent.watcher.start()

@@ -51,6 +51,7 @@ from .protocol import (
     Json,
     LedgerParams,
     LedgerResult,
+    ListAgentsResult,
     MessageSentResult,
     ModelCancelParams,
     ModelCancelResult,
@@ -58,6 +59,8 @@ from .protocol import (
     PingEmacsParams,
     PingEmacsResult,
     ReplyParams,
+    RequestsParams,
+    RequestsResult,
     SendMessageParams,
     StatsResult,
     ToolResultParams,
@@ -121,6 +124,7 @@ class Sidecar:
         link.serve(protocol.SEND_MESSAGE, self.send_message)
         link.serve(protocol.ASK_AGENT, self.ask_agent)
         link.serve(protocol.REPLY, self.reply)
+        link.serve(protocol.REQUESTS, self.requests)
         link.serve(protocol.ACTOR_ACTIVITY, self.actor_activity)
         link.serve(protocol.PING, self.ping)
         link.serve(protocol.PING_EMACS, self.ping_emacs)
@@ -185,11 +189,13 @@ class Sidecar:
             ),
         )
 
-    async def emacs_agents(self) -> list[Json]:
-        """Ask Emacs for the live agents."""
+    async def emacs_agents(self) -> ListAgentsResult:
+        """Ask Emacs for the live agents and the roles (none if it sends none)."""
         answer = await self.link.request(protocol.LIST_AGENTS, Empty())
         agents = answer.get("agents") if isinstance(answer, dict) else None
-        return list(agents) if isinstance(agents, list) else []
+        roles = answer.get("roles") if isinstance(answer, dict) else None
+        return {"agents": list(agents) if isinstance(agents, list) else [],
+                "roles": list(roles) if isinstance(roles, list) else []}
 
     async def hello(self, params: HelloParams) -> HelloResult:
         """Open the ledger and the watchers, then clean up after dead Emacsen.
@@ -272,17 +278,31 @@ class Sidecar:
             sender.name, params["to"], params["text"])}
 
     async def ask_agent(self, params: AskAgentParams) -> AskAgentResult:
-        """Ask another agent on behalf of the agent PARAMS name, as `ask_agent` does."""
+        """Ask another agent, or a new helper of a role, on behalf of the agent
+        PARAMS name, as `ask_agent` does."""
         sender = self.agents.get(params["name"], params["instance"])
-        text, request_id = await self.agents.messenger.ask(
-            sender.name, params["to"], params["text"])
-        return {"text": text, "request_id": request_id}
+        asked = await self.agents.messenger.ask(
+            sender.name, params.get("to"), params["text"], params.get("role"))
+        return {"text": asked.text, "request_id": asked.request_id, "to": asked.to}
 
     async def reply(self, params: ReplyParams) -> MessageSentResult:
         """Answer a request asked of the agent PARAMS name, as `reply` does."""
         sender = self.agents.get(params["name"], params["instance"])
         return {"text": await self.agents.messenger.reply(
             sender.name, params["request_id"], params["text"])}
+
+    async def requests(self, params: RequestsParams) -> RequestsResult:
+        """Say how the requests of the agent PARAMS name stand, and which open
+        requests to it an earlier Emacs was given (rendered as delivered)."""
+        agent = self.agents.get(params["name"], params["instance"])
+        messenger = self.agents.messenger
+        return {
+            "requests": await messenger.outcomes(agent.name, params["ids"]),
+            "open_to_you": [
+                {"request_id": request.id, "asker": request.asker,
+                 "text": agent.queue.text_of(request.message)}
+                for request in await messenger.handed_over_to(agent.name)],
+        }
 
     async def actor_activity(self, params: ActorActivityParams) -> None:
         """Take what an agent that lives in Emacs is doing (a notification)."""

@@ -20,6 +20,11 @@ is gone the queue only asks the hand-over whether a paste could go in now
 the message is claimed and pasted as any other.  So a dialog costs two
 ledger writes however long it stays open, and a message held behind one
 is `queued`, in the ledger as on screen, also if the sidecar dies.
+
+An agent whose ask waits for its answer (LispM's own: its kind's adapter
+says `answers_anytime`) takes an answer to one of its requests — a reply,
+or the notice that the asked agent ended without one — whatever it is
+doing: such answers go first, and the rest waits for *idle* as ever.
 """
 
 from __future__ import annotations
@@ -110,7 +115,10 @@ class DeliveryQueue:
         on_change: Callable[[DeliveryQueue], None],
         on_delivered: Callable[[Message], None] | None = None,
         renderer: Callable[[Message], str] = render,
+        answers_anytime: bool = False,
     ) -> None:
+        """ANSWERS_ANYTIME: the agent takes an answer to its requests even
+        when it is not idle (its ask waits for it)."""
         self.name = name
         self.instance = instance
         self.queued = 0
@@ -124,6 +132,9 @@ class DeliveryQueue:
         self._task: asyncio.Task[None] | None = None
         #: A paste was refused (NotNow): until the hand-over is ready, only ask.
         self._held = False
+        self._answers_anytime = answers_anytime
+        #: An answer was not taken: it waits, as the rest, until the next report.
+        self._answer_refused = False
 
     @property
     def activity(self) -> AgentActivity:
@@ -153,7 +164,12 @@ class DeliveryQueue:
         """Look again: a message was queued, or something changed."""
         self._wake.set()
 
+    def text_of(self, message: Message) -> str:
+        """Return MESSAGE as this agent reads it when it is handed over."""
+        return sanitize(self._render(message))
+
     def _watched(self) -> None:
+        self._answer_refused = False
         self._on_change(self)
         self.wake()
 
@@ -178,14 +194,32 @@ class DeliveryQueue:
     async def _deliver_while_idle(self) -> None:
         while True:
             queued = await self._count()
-            if not queued:
+            if not queued or self._watcher is None:
                 return
-            if self._watcher is None or not self._watcher.accepts_delivery():
+            if (answer := await self._answer(queued)) is not None:
+                if not await self._deliver(answer):
+                    self._answer_refused = True
+                    return
+                continue
+            if not self._watcher.accepts_delivery():
                 return
             if self._held and not await self._ready():
                 return
             if not await self._deliver(queued[0]):
                 return
+
+    async def _answer(self, queued: list[Message]) -> Message | None:
+        """The oldest of QUEUED that answers a request of this agent, if it
+        takes answers anytime (and did not just refuse one)."""
+        if not self._answers_anytime or self._answer_refused:
+            return None
+        for message in queued:
+            if message.kind == "reply":
+                return message
+            if (message.kind == "notice" and message.request_id is not None
+                    and (await self._ledger.request(message.request_id)).asker == self.name):
+                return message
+        return None
 
     async def _ready(self) -> bool:
         """Whether the hand-over that refused a paste could take one now."""
@@ -217,7 +251,7 @@ class DeliveryQueue:
         # From here the paste may happen: if this is cancelled, the claim stands.
         try:
             confirmed = await self._handover.hand_over(self.name, self.instance, message,
-                                                       sanitize(self._render(message)))
+                                                       self.text_of(message))
         except NotNow as err:
             # Nothing was pasted: take the claim back, and only ask until
             # the hand-over could take it.

@@ -955,6 +955,16 @@ class LedgerStore:
             raise UnknownRequest(f"there is no request R{n}")
         return _request(row)
 
+    def notice_about(self, request_id: str, recipient: str) -> Message | None:
+        """Return the newest notice about REQUEST_ID sent to RECIPIENT, or None."""
+        n = parse_request_id(request_id)
+        row = self._conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE kind = 'notice'"
+            " AND request_n = ? AND recipient = ? ORDER BY id DESC LIMIT 1",
+            (n, recipient),
+        ).fetchone()
+        return None if row is None else _message(row)
+
     def queued_for(self, recipient: str) -> list[Message]:
         """Return the messages queued for RECIPIENT, oldest first."""
         rows = self._conn.execute(

@@ -20,9 +20,10 @@ from . import __version__
 from .emacs_tools import LispTools
 from .errors import tool_errors
 from .messaging import Messenger
+from .protocol import ListAgentsResult
 from .views import Views, add_views
 
-ListAgents = Callable[[], Awaitable[list[dict[str, Any]]]]
+ListAgents = Callable[[], Awaitable[ListAgentsResult]]
 
 INSTRUCTIONS = """\
 You are one of several AI agents running side by side in the user's Emacs, \
@@ -32,10 +33,13 @@ agents reach you as your next input, starting with a header such as \
 [Message from codex], [Request R1 from claude] or [Reply from codex to request R1]."""
 
 LIST_AGENTS = """\
-List the agents running in this Emacs: every live agent terminal, with its \
-name (use it to address the agent), kind (claude, codex, ...), folder (the \
-project it works in) and state (starting, running, idle, busy, \
-waiting-for-approval). The result also says which of them is you."""
+List the agents running in this Emacs: every live agent, with its name (use \
+it to address the agent), kind (claude, codex, ...; lispm for LispM's own \
+agents), folder (the project it works in) and state (starting, running, \
+idle, busy, waiting-for-approval). The result also says which of them is \
+you, and lists the roles (name, description): for help from a fresh agent \
+of a role, call ask_agent(role="<role>", request="..."), which starts a \
+helper of that role in your folder; it answers your request, then retires."""
 
 SEND_MESSAGE = """\
 Send a message to another agent. It returns at once. The message reaches the \
@@ -45,12 +49,16 @@ use ask_agent instead. Refer to places as org links: [[file:/abs/path::LINE]], \
 [[buffer:NAME]]."""
 
 ASK_AGENT = """\
-Ask another agent to do something or to answer a question. It returns at once \
-with a request id such as R1; the other agent receives [Request R1 from <your \
-name>] with your request. Its answer arrives later as your next input, headed \
-[Reply from <agent> to request R1]. So after asking, end your turn: do not wait, \
-poll or ask again. Write the request so it stands alone (the other agent does \
-not see your conversation); refer to places as [[file:/abs/path::LINE]]."""
+Ask another agent to do something or to answer a question. Give exactly one \
+of `to`, a live agent's name, and `role`, a role's name (both from \
+list_agents): with a role, LispM starts a new helper of that role in your \
+folder and asks it; it answers this one request, then retires. It returns at \
+once with the agent asked and a request id such as R1; that agent receives \
+[Request R1 from <your name>] with your request. Its answer arrives later as \
+your next input, headed [Reply from <agent> to request R1] (or a notice that \
+it ended without replying). So after asking, end your turn: do not wait, poll \
+or ask again. Write the request so it stands alone (the other agent does not \
+see your conversation); refer to places as [[file:/abs/path::LINE]]."""
 
 REPLY = """\
 Answer a request that another agent sent you, received as [Request R1 from \
@@ -97,8 +105,8 @@ def build_mcp(
 
     @tool_errors
     async def list_agents_tool() -> dict[str, Any]:
-        agents = await list_agents()
-        return {"you": agent_name, "agents": agents}
+        room = await list_agents()
+        return {"you": agent_name, "agents": room["agents"], "roles": room.get("roles", [])}
 
     @tool_errors
     async def send_message(to: To, text: Text) -> str:
@@ -106,10 +114,16 @@ def build_mcp(
 
     @tool_errors
     async def ask_agent(
-        to: To,
         request: Annotated[str, Field(description="What you ask of the other agent.")],
+        to: Annotated[str | None, Field(
+            description="The name of the agent to ask, e.g. codex (see list_agents); "
+                        "leave out when you give role.")] = None,
+        role: Annotated[str | None, Field(
+            description="A role's name, e.g. reviewer (see list_agents): a new helper "
+                        "of that role is started and asked; leave out when you give to.")
+        ] = None,
     ) -> str:
-        return await messenger.ask_agent(agent_name, to, request)
+        return await messenger.ask_agent(agent_name, to, request, role)
 
     @tool_errors
     async def reply(

@@ -6,16 +6,19 @@ sidecar between being sent and being delivered.  Tools return at once;
 answers arrive later as the asker's next message.  An agent cannot message
 or ask itself.  The same three calls serve an agent's MCP tools and, over
 the link (`lispm/send-message`, `lispm/ask-agent`, `lispm/reply`), an
-agent that lives in Emacs.
+agent that lives in Emacs.  An ask may name a role instead of an agent:
+Emacs starts a helper of that role for the asker, and the helper is asked.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import NamedTuple
 
-from .errors import LispmError
-from .ledger import LISPM, Ledger, Message, SelfRequest
+from .errors import InvalidParams, LispmError
+from .ledger import LISPM, Ledger, LedgerError, LedgerStore, Message, Request, SelfRequest
+from .protocol import RequestOutcome
 from .waitfor import WaitForGraph, asks_block
 
 
@@ -46,6 +49,25 @@ class DeadlockRefused(LispmError):
                          f" answer {cycle[-2]}'s {request} instead")
 
 
+class HelperNotReady(LispmError):
+    """A helper Emacs started for a role did not register in time."""
+
+    code = -32022
+
+
+#: Start a helper of ROLE for agent CALLER; return its name once it is registered.
+StartHelper = Callable[[str, str], Awaitable[str]]
+
+
+class Asked(NamedTuple):
+    """What an ask answers: TEXT for the asker, the new REQUEST_ID, and TO,
+    the agent asked (with a role, the helper started for it)."""
+
+    text: str
+    request_id: str
+    to: str
+
+
 class Messenger:
     """The messaging tools of every agent, and what happens when one leaves."""
 
@@ -53,13 +75,16 @@ class Messenger:
         self, ledger: Ledger, live_agents: Callable[[], Iterable[str]],
         wake: Callable[[str], None],
         kind_of: Callable[[str], str | None] = lambda _name: None,
+        start_helper: StartHelper | None = None,
     ) -> None:
         """KIND_OF(name) is the kind of the live agent NAME, None if unknown;
-        it says (`asks_block`) whose requests can close a cycle."""
+        it says (`asks_block`) whose requests can close a cycle.
+        START_HELPER serves an ask of a role; without it, one is refused."""
         self._ledger = ledger
         self._live_agents = live_agents
         self._wake = wake
         self._kind_of = kind_of
+        self._start_helper = start_helper
         self._graph: asyncio.Future[WaitForGraph] | None = None
         self._provisional = 0
 
@@ -104,15 +129,28 @@ class Messenger:
         self._queued([message])
         return f"sent to {to}"
 
-    async def ask_agent(self, sender: str, to: str, request: str) -> str:
-        """Queue REQUEST for TO under a new request id; answer at once with the id."""
-        text, _ = await self.ask(sender, to, request)
-        return text
+    async def ask_agent(self, sender: str, to: str | None, request: str,
+                        role: str | None = None) -> str:
+        """Queue REQUEST for TO under a new request id; answer at once with the id.
 
-    async def ask(self, sender: str, to: str, request: str) -> tuple[str, str]:
-        """As `ask_agent`, and return the request id beside the answer.
+        With ROLE instead of TO, a new helper of that role is asked."""
+        return (await self.ask(sender, to, request, role)).text
 
+    async def ask(self, sender: str, to: str | None, request: str,
+                  role: str | None = None) -> Asked:
+        """As `ask_agent`, and say the request id and the agent asked.
+
+        Exactly one of TO and ROLE.  With ROLE, Emacs first starts a helper
+        of it for SENDER (`StartHelper`), which is then asked as any agent.
         Refused with `DeadlockRefused` if SENDER blocks and TO waits on it."""
+        if (to is None) == (role is None):
+            raise InvalidParams("give exactly one of to (an agent's name) and role "
+                                "(a role's name, to ask a new helper of that role)")
+        if role is not None:
+            if self._start_helper is None:
+                raise LispmError(f"no helper of role {role} can be started here")
+            to = await self._start_helper(sender, role)
+        assert to is not None
         self._check_recipient(sender, to)
         graph = await self.wait_for()
         # Asking itself is the ledger's `SelfRequest`, not a cycle.
@@ -129,7 +167,7 @@ class Messenger:
             graph.remove(held)
         graph.add(asked.id, sender, to)
         self._queued([asked.message])
-        return f"asked {to}, request {asked.id}", asked.id
+        return Asked(f"asked {to}, request {asked.id}", asked.id, to)
 
     async def reply(self, sender: str, request_id: str, text: str) -> str:
         """Answer REQUEST_ID, which must have been asked of SENDER and still be open."""
@@ -139,6 +177,40 @@ class Messenger:
             graph.remove(message.request_id)
         self._queued([message])
         return f"replied to {message.recipient}, request {message.request_id}"
+
+    async def outcomes(self, asker: str, ids: Iterable[str]) -> list[RequestOutcome]:
+        """Return how the requests IDS that ASKER asked stand, in one read.
+
+        An id that names no request, or one another agent asked, is `unknown`."""
+        wanted = list(ids)
+        return await self._ledger.run(
+            lambda store: [self._outcome(store, asker, rid) for rid in wanted])
+
+    @staticmethod
+    def _outcome(store: LedgerStore, asker: str, request_id: str) -> RequestOutcome:
+        try:
+            request = store.request(request_id)
+        except LedgerError:
+            request = None
+        if request is None or request.asker != asker:
+            return {"request_id": request_id, "asker": None, "asked": None,
+                    "state": "unknown", "reply": None, "notice": None}
+        reply = notice = None
+        if request.state == "answered" and request.reply_message_id is not None:
+            reply = store.message(request.reply_message_id).text
+        if request.state == "ended":
+            # None if the asker itself was forgotten (`end_leftovers`): it was not told.
+            found = store.notice_about(request.id, asker)
+            notice = (found.text if found is not None else
+                      f"Request {request.id} to {request.asked} ended without a reply.")
+        return {"request_id": request.id, "asker": request.asker, "asked": request.asked,
+                "state": request.state, "reply": reply, "notice": notice}
+
+    async def handed_over_to(self, name: str) -> list[Request]:
+        """Return the open requests asked of NAME whose message is no longer
+        queued: an earlier agent of NAME (its Emacs died since) was given them."""
+        return [request for request in await self._ledger.open_requests(name)
+                if request.message.state != "queued"]
 
     async def agent_left(self, name: str) -> None:
         """End what waits on NAME, which closed, and tell the senders.

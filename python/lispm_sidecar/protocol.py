@@ -64,6 +64,9 @@ Natural = Annotated[int, Must("a non-negative integer", lambda v: _is_int(v) and
 AgentNames = Annotated[list[str], Must(
     "a list of agent names",
     lambda v: isinstance(v, list) and all(isinstance(n, str) and n for n in v))]
+RequestIds = Annotated[list[str], Must(
+    "a list of request ids",
+    lambda v: isinstance(v, list) and all(isinstance(n, str) and n for n in v))]
 
 # What a plain type asks of a value, as the error says it.
 _PLAIN: dict[Any, tuple[str, Callable[[Any], bool]]] = {
@@ -323,11 +326,13 @@ class SendMessageParams(TypedDict):
 
 
 class AskAgentParams(TypedDict):
-    """Agent NAME (INSTANCE) asks agent TO: TEXT is the request."""
+    """Agent NAME (INSTANCE) asks agent TO, or a new helper of ROLE (exactly
+    one of the two): TEXT is the request."""
 
     name: Name
     instance: Natural
-    to: Name
+    to: NotRequired[Name]
+    role: NotRequired[Name]
     text: str
 
 
@@ -347,8 +352,46 @@ class MessageSentResult(TypedDict):
 
 
 class AskAgentResult(TypedDict):
+    """TO is the agent asked: with a role, the helper started for it."""
+
     text: str
     request_id: str
+    to: str
+
+
+class RequestsParams(TypedDict):
+    """Agent NAME (INSTANCE) asks how its requests IDS stand."""
+
+    name: Name
+    instance: Natural
+    ids: RequestIds
+
+
+class RequestOutcome(TypedDict):
+    """How a request of the asker stands: `state` is open, answered, ended or
+    unknown (no such request, or not the asker's: then `asker` and `asked`
+    are null); `reply` is the answer's text, `notice` the ledger's notice."""
+
+    request_id: str
+    asker: str | None
+    asked: str | None
+    state: Literal["open", "answered", "ended", "unknown"]
+    reply: str | None
+    notice: str | None
+
+
+class OpenToYou(TypedDict):
+    """An open request asked of the agent that was handed to an earlier
+    Emacs: TEXT as delivery renders it."""
+
+    request_id: str
+    asker: str
+    text: str
+
+
+class RequestsResult(TypedDict):
+    requests: list[RequestOutcome]
+    open_to_you: list[OpenToYou]
 
 
 class ActorActivityParams(TypedDict):
@@ -449,8 +492,29 @@ class EmacsAgent(TypedDict):
     activity: NotRequired[str | None]
 
 
+class RoleInfo(TypedDict):
+    name: str
+    description: str
+
+
 class ListAgentsResult(TypedDict):
     agents: list[EmacsAgent]
+    roles: NotRequired[list[RoleInfo]]
+
+
+class StartHelperParams(TypedDict):
+    """Start an own agent of ROLE as a helper of agent CALLER (CALLER_INSTANCE)."""
+
+    role: str
+    caller: str
+    caller_instance: int
+
+
+class StartHelperResult(TypedDict):
+    """The helper, whose registration (`lispm/agent-start`) is under way."""
+
+    name: str
+    instance: int
 
 
 class PasteParams(TypedDict):
@@ -626,7 +690,9 @@ AUDIT = _notification("lispm/audit", "sidecar", AuditParams,
 SEND_MESSAGE = Method("lispm/send-message", "sidecar", SendMessageParams, MessageSentResult,
                       "an agent in Emacs sends a message, as the send_message tool")
 ASK_AGENT = Method("lispm/ask-agent", "sidecar", AskAgentParams, AskAgentResult,
-                   "an agent in Emacs asks another, as the ask_agent tool")
+                   "an agent in Emacs asks another, or a new helper of a role, as ask_agent")
+REQUESTS = Method("lispm/requests", "sidecar", RequestsParams, RequestsResult,
+                  "how an agent's requests stand, and the open ones an earlier Emacs got")
 REPLY = Method("lispm/reply", "sidecar", ReplyParams, MessageSentResult,
                "an agent in Emacs answers a request, as the reply tool")
 ACTOR_ACTIVITY = _notification("lispm/actor-activity", "sidecar", ActorActivityParams,
@@ -646,7 +712,9 @@ MODEL_CANCEL = Method("lispm/model-cancel", "sidecar", ModelCancelParams, ModelC
                       "cancel a model stream: it sends nothing more")
 
 LIST_AGENTS = Method("emacs/list-agents", "emacs", Empty, ListAgentsResult,
-                     "the live agents, from Emacs's registry")
+                     "the live agents, from Emacs's registry, and the roles")
+START_HELPER = Method("emacs/start-helper", "emacs", StartHelperParams, StartHelperResult,
+                      "make an own agent of a role, a helper of the caller; it registers")
 PASTE = Method("emacs/paste", "emacs", PasteParams, PasteResult,
                "paste a due message into an agent's terminal")
 PASTE_READY = Method("emacs/paste-ready", "emacs", PasteReadyParams, PasteReadyResult,
@@ -681,8 +749,9 @@ MODEL_EVENT = _notification("lispm/model-event", "emacs", ModelEventParams,
 METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     HELLO, AGENT_START, AGENTS_FORGET, AGENT_ATTACHED, AGENT_STOP, AGENTS, LEDGER,
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
-    SEND_MESSAGE, ASK_AGENT, REPLY, ACTOR_ACTIVITY,
+    SEND_MESSAGE, ASK_AGENT, REPLY, REQUESTS, ACTOR_ACTIVITY,
     PING_EMACS, STATS, SHUTDOWN, MODEL_STREAM, MODEL_CANCEL, MODEL_EVENT,
-    LIST_AGENTS, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE, SAVE_DOCUMENT,
-    SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED, AGENT_ACTIVITY,
+    LIST_AGENTS, START_HELPER, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE,
+    SAVE_DOCUMENT, SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED,
+    AGENT_ACTIVITY,
 )}

@@ -109,22 +109,28 @@ async def test_an_agent_in_emacs_has_no_server_files_or_process(
 
 
 async def test_an_agent_in_emacs_sends_and_asks_and_the_ledger_records_it(
-        sidecar: SidecarProcess) -> None:
+        sidecar: SidecarProcess, emacs: FakeEmacs) -> None:
     await start_emacs_agent(sidecar)
     assert await sidecar.call("lispm/send-message", dict(EMACS, to="codex", text="hi")) == \
         {"text": "sent to codex"}
     assert await sidecar.call("lispm/ask-agent", dict(EMACS, to="claude", text="review?")) == \
-        {"text": "asked claude, request R1", "request_id": "R1"}
+        {"text": "asked claude, request R1", "request_id": "R1", "to": "claude"}
     entries = await ledger(sidecar)
     assert [(e["kind"], e["sender"], e["recipient"], e["request_id"], e["text"], e["state"])
             for e in entries] == [
         ("request", "emacs", "claude", "R1", "review?", "queued"),
         ("message", "emacs", "codex", None, "hi", "queued"),
     ]
-    # The terminal agent answers with its tool; the reply waits for Emacs's agent.
+    # The terminal agent answers with its tool; the reply reaches Emacs's
+    # agent at once, though it never said it is idle: its ask waits for it.
     assert await call(sidecar, "claude", "reply", request="R1", text="fine") == \
         (False, "replied to emacs, request R1")
-    assert (await served(sidecar, "emacs"))["queued"] == 1
+    delivered = await emacs.next_delivery()
+    assert (delivered["kind"], delivered["text"]) == \
+        ("reply", "[Reply from claude to request R1]\nfine")
+    await settled_states(sidecar, [("reply", "claude", "emacs", "picked_up"),
+                                   ("request", "emacs", "claude", "queued"),
+                                   ("message", "emacs", "codex", "queued")])
 
 
 async def test_a_message_reaches_emacs_only_while_it_reports_idle(

@@ -20,6 +20,7 @@ from lispm_sidecar.emacs_tools import LispTools
 from lispm_sidecar.ledger import Ledger
 from lispm_sidecar.mcp_tools import build_mcp
 from lispm_sidecar.messaging import DeadlockRefused, Messenger
+from lispm_sidecar.protocol import ListAgentsResult
 from lispm_sidecar.views import Views
 from lispm_sidecar.waitfor import WaitForGraph, asks_block
 
@@ -124,8 +125,7 @@ class Room:
         await self.open()
 
     async def ask(self, sender: str, to: str) -> str:
-        _, request_id = await self.messenger.ask(sender, to, f"{sender} asks {to}")
-        return request_id
+        return (await self.messenger.ask(sender, to, f"{sender} asks {to}")).request_id
 
     async def refusal(self, sender: str, to: str) -> DeadlockRefused:
         assert self.ledger is not None
@@ -310,8 +310,8 @@ async def test_the_refusal_is_the_mcp_tools_error(room: Room) -> None:
     lisp_tools = cast(LispTools, None)
     views = cast(Views, None)
 
-    async def no_agents() -> list[Any]:
-        return []
+    async def no_agents() -> ListAgentsResult:
+        return {"agents": []}
 
     server = build_mcp("emacs-2", 1, no_agents, room.messenger, views, lisp_tools)
     async with Client(server) as client:

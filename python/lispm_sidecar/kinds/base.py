@@ -29,6 +29,9 @@ class KindAdapter:
     #: Whether its agents get an MCP server and a token of their own; an
     #: agent that lives in Emacs calls the sidecar over the link instead.
     serves_mcp: ClassVar[bool] = True
+    #: Whether its agents take an answer to their requests whatever they are
+    #: doing: their ask waits for it (see `delivery.py`).
+    answers_anytime: ClassVar[bool] = False
 
     def __init__(self, context: AdapterContext) -> None:
         self.context = context

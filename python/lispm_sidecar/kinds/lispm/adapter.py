@@ -4,7 +4,8 @@ Such an agent has no CLI, no terminal and no MCP server: it calls the
 messaging over the link (`lispm/send-message`, `lispm/ask-agent`,
 `lispm/reply`), Emacs reports what it is doing (`lispm/actor-activity`),
 and its queue hands a due message to Emacs (`emacs/deliver`) while Emacs
-says it is idle.  Emacs answers whether the agent took it: taken, it is
+says it is idle; an answer to one of its requests at any time, as its ask
+waits for it.  Emacs answers whether the agent took it: taken, it is
 picked up at once; not taken, it waits in the queue for the next report.
 """
 
@@ -50,6 +51,7 @@ class LispmAdapter(KindAdapter):
 
     kind = "lispm"
     serves_mcp: ClassVar[bool] = False
+    answers_anytime: ClassVar[bool] = True
 
     async def open(self, agent: Agent, options: dict[str, Any], restore: bool) -> None:
         agent.watcher = ReportedActivity()
