@@ -206,16 +206,16 @@ the call runs.  Return nil; never signal."
               args (lispm-calls--args tool args))
       (error (setq tool nil)
              (funcall done (lispm-calls--failure err))))
-    (when-let* ((tool)
-                (refusal (lispm-calls--tool-refusal actor tool)))
+    (when-let* ((refused tool)
+                (refusal (lispm-calls--tool-refusal actor refused)))
       (setq tool nil)
       (let ((role (lispm-actor-effective-role actor))
-            (kind (lispm-tool-kind tool)))
+            (kind (lispm-tool-kind refused)))
         (lispm-approvals-refuse
          actor role kind nil
          (lambda (_answer)
            (funcall done (lispm-calls--failure (lispm-policy-denial kind 'policy refusal role))))
-         (lispm-calls--summary tool args) refusal)))
+         (lispm-calls--summary refused args) refusal)))
     (when tool
       (condition-case err
           (setq target (lispm-tool-target tool actor args))

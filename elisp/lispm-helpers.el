@@ -227,7 +227,8 @@ AGENT meanwhile keeps it."
 
 (defun lispm-helpers--approval-asked (approval)
   "Show APPROVAL of a helper in its caller's session, if it has one open.
-There \<lispm-helpers-approval-map>\[lispm-helpers-decide-approval] on it allows it; with a prefix argument, denies it."
+There \\<lispm-helpers-approval-map>\\[lispm-helpers-decide-approval] on it
+allows it; with a prefix argument, denies it."
   (when-let* ((buffer (lispm-helpers--caller-buffer approval)))
     (let ((line (lispm-helpers--approval-line approval)))
       (lispm-session-insert-note

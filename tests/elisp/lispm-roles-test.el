@@ -444,53 +444,89 @@ and each matches one of them; no match asks."
   "Return how strict DECISION is: 0 for allow, 1 for ask, 2 for deny."
   (pcase decision ('allow 0) ('ask 1) ('deny 2)))
 
+(defun lispm-roles-test--random-grants (&rest actors)
+  "Give each of ACTORS, afresh, session grants of random kinds."
+  (dolist (actor actors)
+    (lispm-policy-revoke actor)
+    (dolist (kind lispm-policy-kinds)
+      (when (zerop (random 4)) (lispm-policy-grant actor kind)))))
+
+(defun lispm-roles-test--strictest (&rest decisions)
+  "Return the strictest of DECISIONS, by the test's own ranking."
+  (car (sort (copy-sequence decisions)
+             (lambda (a b) (> (lispm-roles-test--rank a) (lispm-roles-test--rank b))))))
+
 (ert-deftest lispm-roles-test-property-helper-never-more-than-either ()
-  "Random role and caller policies, random targets: the stricter of both, always."
+  "Random role and caller policies, random targets: the stricter of both, always.
+For a helper not started yet (`lispm-roles-helper-decision'), and for
+real helper actors through `lispm-policy-decide', one level and two:
+never more permissive than its role or any caller up the chain, the
+callers' grants never counting, the helper's own lifting only an ask."
   (lispm-roles-test--with-roles
     (let* ((lispm-policy-roles lispm-policy-roles)
            (caller (lispm-test-add-actor :name "caller" :folder folder :role 'prop-caller))
+           (helper (lispm-test-add-actor :name "helper" :folder folder :role 'prop-role))
+           (mid (lispm-test-add-actor :name "mid" :folder folder :role 'prop-mid))
+           (deep (lispm-test-add-actor :name "deep" :folder folder :role 'prop-role))
            (pairs (make-hash-table :test #'equal))
+           (lifted 0)
            (cases 1000))
+      (setf (lispm-actor-caller helper) caller
+            (lispm-actor-caller mid) caller
+            (lispm-actor-caller deep) mid)
       (random "lispm-roles-test-property")
       (dotimes (n cases)
         (let* ((role-rules (lispm-roles-test--random-rules))
                (caller-rules (lispm-roles-test--random-rules))
+               (mid-rules (lispm-roles-test--random-rules))
                (kind (lispm-roles-test--pick lispm-policy-kinds))
                (files (cl-loop repeat (random 3)
                                collect (car (lispm-roles-test--pick lispm-roles-test--files))))
                (target (and files (list :files (mapcar (lambda (file) (expand-file-name file folder))
-                                                       files))))
-               (grants (cl-loop for kind in lispm-policy-kinds
-                                when (zerop (random 4)) collect kind)))
+                                                       files)))))
           (setq lispm-policy-roles (list (cons 'prop-role role-rules)
-                                         (cons 'prop-caller caller-rules)))
-          (lispm-policy-revoke caller)
-          (dolist (kind grants) (lispm-policy-grant caller kind))
+                                         (cons 'prop-caller caller-rules)
+                                         (cons 'prop-mid mid-rules)))
+          (lispm-roles-test--random-grants caller mid helper deep)
           (let* ((role-decision (lispm-roles-test--oracle role-rules kind files))
                  (caller-decision (lispm-roles-test--oracle caller-rules kind files))
-                 (helper (lispm-roles-helper-decision 'prop-role caller kind target))
-                 (report (list :case n :role role-rules :caller caller-rules :kind kind
-                               :files files :helper helper)))
-            ;; The oracle agrees with the policy on each side alone.
-            (should (equal (cons report (lispm-policy-rule-decision caller 'prop-role kind target))
-                           (cons report role-decision)))
-            (should (equal (cons report (lispm-policy-rule-decision caller 'prop-caller kind target))
-                           (cons report caller-decision)))
-            ;; Never more permissive than either, and the stricter of the two.
-            (should (equal (cons report (<= (lispm-roles-test--rank role-decision)
-                                            (lispm-roles-test--rank helper)))
-                           (cons report t)))
-            (should (equal (cons report (<= (lispm-roles-test--rank caller-decision)
-                                            (lispm-roles-test--rank helper)))
-                           (cons report t)))
-            (should (equal (cons report helper)
-                           (cons report (if (>= (lispm-roles-test--rank role-decision)
-                                                (lispm-roles-test--rank caller-decision))
-                                            role-decision
-                                          caller-decision))))
-            (puthash (list role-decision caller-decision) t pairs))))
-      ;; Every pair of decisions came up: the property was not vacuous.
-      (should (= (hash-table-count pairs) 9)))))
+                 (mid-decision (lispm-roles-test--oracle mid-rules kind files))
+                 (unstarted (lispm-roles-helper-decision 'prop-role caller kind target))
+                 (one (lispm-policy-decide helper 'prop-role kind target))
+                 (two (lispm-policy-decide deep 'prop-role kind target))
+                 (report (list :case n :role role-rules :caller caller-rules :mid mid-rules
+                               :kind kind :files files :unstarted unstarted :one one :two two)))
+            (cl-flet ((check (got expected) (should (equal (cons report got)
+                                                           (cons report expected))))
+                      (lift (actor decision)
+                        (if (and (eq decision 'ask) (lispm-policy-granted-p actor kind))
+                            (progn (cl-incf lifted) 'allow)
+                          decision))
+                      (at-least (decision &rest others)
+                        (cl-every (lambda (other) (>= (lispm-roles-test--rank decision)
+                                                      (lispm-roles-test--rank other)))
+                                  others)))
+              ;; The oracle agrees with the policy on each side alone.
+              (check (lispm-policy-rule-decision caller 'prop-role kind target) role-decision)
+              (check (lispm-policy-rule-decision caller 'prop-caller kind target) caller-decision)
+              ;; Not started yet: the stricter of the two, never more than either.
+              (check (at-least unstarted role-decision caller-decision) t)
+              (check unstarted (lispm-roles-test--strictest role-decision caller-decision))
+              ;; A helper: the same, lifted only by its own grant.
+              (check one (lift helper unstarted))
+              (unless (lispm-policy-granted-p helper kind)
+                (check (at-least one role-decision caller-decision) t))
+              (check (lispm-roles-helper-decision 'prop-role caller kind target helper) one)
+              ;; A helper's helper: never more than anyone up the chain.
+              (check two (lift deep (lispm-roles-test--strictest
+                                     role-decision mid-decision caller-decision)))
+              (unless (lispm-policy-granted-p deep kind)
+                (check (at-least two role-decision mid-decision caller-decision) t))
+              (puthash (list role-decision caller-decision) t pairs)))))
+      ;; Every pair of decisions came up, and grants lifted some asks:
+      ;; the property was not vacuous.
+      (should (= (hash-table-count pairs) 9))
+      (should (> lifted 50)))))
 
 (ert-deftest lispm-roles-test-property-policy-tables-read-back ()
   "Random rules written as a role's Policy table read back as the same rules."

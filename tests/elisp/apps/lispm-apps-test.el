@@ -90,6 +90,27 @@
                    '((classic-ai "Classic AI, renamed" "Again.")
                      (roles "Roles" "Later."))))))
 
+(ert-deftest lispm-apps-test-a-shelf-makes-its-apps-as-it-is-drawn ()
+  (lispm-apps-test--with-registry
+    (let* ((made 0)
+           (entries (lambda ()
+                      (cl-incf made)
+                      (list (lispm-app--create :id (intern (format "made-%d" made))
+                                               :title (format "Made %d" made) :shelf 'made
+                                               :summary "Made afresh."
+                                               :command #'lispm-apps-test--open)))))
+      (setq lispm-apps--shelves nil)
+      (lispm-define-shelf made "Made" "Apps that come and go." entries)
+      (lispm-define-app fixed :title "Fixed" :shelf made :summary "Registered."
+                        :command lispm-apps-test--open)
+      ;; The registered apps first, then the shelf's, made each time.
+      (should (equal (mapcar #'lispm-app-id (lispm-apps-on-shelf 'made)) '(fixed made-1)))
+      (should (equal (mapcar #'lispm-app-id (lispm-apps-on-shelf 'made)) '(fixed made-2)))
+      (lispm-apps-test--with-one-window
+        (lispm-apps)
+        (should (string-search "Made 3" (buffer-string)))
+        (lispm-apps-quit)))))
+
 ;;; Discovery and pages
 
 (ert-deftest lispm-apps-test-apps-folder-is-on-load-path ()
@@ -120,30 +141,30 @@
 
 (ert-deftest lispm-apps-test-store-lists-shelves-and-apps ()
   (lispm-apps-test--with-one-window
-   (let ((lispm-roles-directories nil))
-    (lispm-apps)
-    (should (equal (buffer-name) lispm-apps-buffer-name))
-    (should (derived-mode-p 'lispm-apps-mode))
-    (let ((text (buffer-string)))
-      (should (string-match-p "^Classic AI$" text))
-      (dolist (app (lispm-apps-on-shelf 'classic-ai))
-        (should (string-match-p (regexp-quote (lispm-app-title app)) text))
-        (should (string-match-p (regexp-quote (lispm-app-summary app)) text))))
-    (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'blocks))
-    (lispm-apps-next 1)
-    (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'doctor))
-    (lispm-apps-next 1)
-    (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'mycin))
-    ;; Then the Roles shelf: LispM's own roles, in order.
-    (dolist (id '(role-default role-reviewer role-tester))
+    (let ((lispm-roles-directories nil))
+      (lispm-apps)
+      (should (equal (buffer-name) lispm-apps-buffer-name))
+      (should (derived-mode-p 'lispm-apps-mode))
+      (let ((text (buffer-string)))
+        (should (string-match-p "^Classic AI$" text))
+        (dolist (app (lispm-apps-on-shelf 'classic-ai))
+          (should (string-match-p (regexp-quote (lispm-app-title app)) text))
+          (should (string-match-p (regexp-quote (lispm-app-summary app)) text))))
+      (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'blocks))
       (lispm-apps-next 1)
-      (should (eq (lispm-app-id (lispm-apps--app-at-point)) id)))
-    (should-error (lispm-apps-next 1) :type 'user-error)
-    (lispm-apps-previous 5)
-    (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'blocks))
-    (should (= 2 (length (window-list))))
-    (lispm-apps-quit)
-    (should (= 1 (length (window-list)))))))
+      (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'doctor))
+      (lispm-apps-next 1)
+      (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'mycin))
+      ;; Then the Roles shelf: LispM's own roles, in order.
+      (dolist (id '(role-default role-reviewer role-tester))
+        (lispm-apps-next 1)
+        (should (eq (lispm-app-id (lispm-apps--app-at-point)) id)))
+      (should-error (lispm-apps-next 1) :type 'user-error)
+      (lispm-apps-previous 5)
+      (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'blocks))
+      (should (= 2 (length (window-list))))
+      (lispm-apps-quit)
+      (should (= 1 (length (window-list)))))))
 
 (ert-deftest lispm-apps-test-store-buttons-open-and-show-the-page ()
   (lispm-apps-test--with-registry
