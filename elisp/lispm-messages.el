@@ -38,6 +38,16 @@
 ;; :error MESSAGE :condition ERR), ERR a `lispm-message-failed'.  The
 ;; tools `send_message', `ask_agent' and `reply' (kind `message') give
 ;; the same to an actor that calls tools through the pipeline.
+;;
+;; An ask that was accepted is answered later: by the asked agent's
+;; reply, or by the ledger's notice that it ended without replying.
+;; The sidecar hands such an answer to the asker at once, whatever its
+;; activity; `lispm-messages-answer-p' tells one, and
+;; `lispm-messages-answer-outcome' makes it the outcome of the call
+;; that waits on it, so that an own agent's `ask_agent' call blocks
+;; until the answer (lispm-turn.el).  `lispm-messages-requests' asks
+;; the ledger about requests, for an agent whose calls waited in an
+;; earlier Emacs.
 
 ;;; Code:
 
@@ -49,6 +59,9 @@
 
 (lispm-define-error 'lispm-message-failed "A message could not be sent" 'lispm-error)
 ;; Its data: the sidecar's message, then the method that failed.
+(lispm-define-error 'lispm-message-unanswered "The asked agent ended without replying"
+                    'lispm-message-failed)
+;; Its data: the ledger's notice, then the request's id.
 
 ;;; Registering with the sidecar
 
@@ -83,8 +96,10 @@ also a sidecar that cannot start, is a `lispm-message-failed'."
       (error (funcall done (lispm-messages--failure method (lispm-error-message err)))))
     nil))
 
-(defun lispm-messages--start (actor restore callback)
+(defun lispm-messages--start (actor restore callback &optional resume)
   "Register ACTOR with the sidecar, with RESTORE after a restart.
+RESUME non-nil says ACTOR is one of an earlier Emacs, reopened under
+its name: what waits for it in the sidecar is kept.
 CALLBACK gets the outcome.  Once registered, ACTOR is one of
 `lispm-messages--registered' and the sidecar is told its activity; if
 ACTOR left meanwhile, it is stopped there again."
@@ -93,7 +108,8 @@ ACTOR left meanwhile, it is stopped there again."
    (lispm-messages--identity
     actor :kind "lispm"
     :folder (directory-file-name (lispm-actor-folder actor))
-    :restore (if restore t :json-false))
+    :restore (if restore t :json-false)
+    :resume (if resume t :json-false))
    callback
    (lambda (_launch)
      (cl-pushnew actor lispm-messages--registered :test #'eq)
@@ -105,16 +121,19 @@ ACTOR left meanwhile, it is stopped there again."
        (lispm-messages-report-activity actor)
        (list :ok t :text (format "%s is registered" (lispm-actor-name actor)))))))
 
-(defun lispm-messages-register (actor callback)
+(defun lispm-messages-register (actor callback &optional resume)
   "Register ACTOR, a live actor without a terminal, with the sidecar.
 The sidecar knows it from then on as an agent of kind `lispm', which
 other agents can message and ask, and which messages and asks them
 through `lispm-messages-send' and the like.  Return at once; CALLBACK
 gets the outcome: (:ok t :text TEXT), or (:ok nil :error MESSAGE
 :condition ERR).  ACTOR stays registered until it leaves the registry
-\(`lispm-agents-unregister'), and a restarted sidecar gets it back."
+\(`lispm-agents-unregister'), and a restarted sidecar gets it back.
+RESUME non-nil says ACTOR goes on with an agent of an earlier Emacs,
+under the same name: the messages, requests and answers that wait for
+it are kept and delivered, not forgotten."
   (cl-check-type actor lispm-actor)
-  (lispm-messages--start actor nil callback))
+  (lispm-messages--start actor nil callback resume))
 
 (defun lispm-messages-unregister (actor)
   "Stop ACTOR's registration with the sidecar, if it has one.
@@ -186,6 +205,26 @@ The sidecar asks only while that actor was reported idle."
                      t
                    :json-false))))
 
+(defun lispm-messages-answer-p (message)
+  "Return the request id MESSAGE answers, or nil.
+MESSAGE is the plist `lispm-actor-deliver' gets.  A reply answers its
+request, and so does the ledger's notice that the asked agent ended
+without replying."
+  (and (member (plist-get message :kind) '("reply" "notice"))
+       (stringp (plist-get message :request_id))
+       (plist-get message :request_id)))
+
+(defun lispm-messages-answer-outcome (text message)
+  "Return the outcome of the ask that the answer MESSAGE, read as TEXT, ends.
+A reply gives (:ok t :text TEXT), TEXT headed \"[Reply from B to
+request R1]\"; a notice that the asked agent ended without replying
+gives (:ok nil :error TEXT :condition ERR), ERR a
+`lispm-message-unanswered'."
+  (if (equal (plist-get message :kind) "reply")
+      (list :ok t :text text)
+    (list :ok nil :error text
+          :condition (list 'lispm-message-unanswered text (plist-get message :request_id)))))
+
 ;;; Sending
 
 (defun lispm-messages--text (result)
@@ -202,18 +241,75 @@ ACTOR itself, empty or overlong text, ACTOR not registered)."
    'lispm/send-message (lispm-messages--identity actor :to to :text text)
    callback #'lispm-messages--text))
 
-(defun lispm-messages-ask (actor to text callback)
+(defun lispm-messages-ask (actor to text callback &optional role)
   "Ask the agent named TO, for ACTOR, the request TEXT; return at once.
-The answer comes later, as a message to ACTOR headed \"[Reply from TO
-to request R1]\".  CALLBACK gets the outcome: (:ok t :text \"asked TO,
-request R1\" :request_id \"R1\"), or a failure as for
-`lispm-messages-send'."
+With ROLE instead of TO (TO nil), a helper of that role is started in
+ACTOR's folder, and asked.  The answer comes later, as a message to
+ACTOR headed \"[Reply from TO to request R1]\".  CALLBACK gets the
+outcome: (:ok t :text \"asked TO, request R1\" :request_id \"R1\" :to
+TO), TO the agent asked, or a failure as for `lispm-messages-send'."
   (lispm-messages--request
-   'lispm/ask-agent (lispm-messages--identity actor :to to :text text)
+   'lispm/ask-agent
+   (apply #'lispm-messages--identity actor
+          (append (and to (list :to to)) (and role (list :role role)) (list :text text)))
    callback
    (lambda (result)
      (list :ok t :text (plist-get result :text)
-           :request_id (plist-get result :request_id)))))
+           :request_id (plist-get result :request_id)
+           :to (plist-get result :to)))))
+
+(defun lispm-messages-request-outcome (request)
+  "Return the outcome of the ask REQUEST, as `lispm-messages-requests' gives it.
+An answered request gives its reply as delivery renders it, an ended
+one the ledger's notice, an unknown one a failure that says so, both as
+`lispm-messages-answer-outcome' gives; an open one gives nil."
+  (let ((id (plist-get request :request_id)))
+    (pcase (plist-get request :state)
+      ("open" nil)
+      ("answered"
+       (lispm-messages-answer-outcome
+        (format "[Reply from %s to request %s]\n%s" (plist-get request :asked) id
+                (plist-get request :reply))
+        (list :kind "reply" :request_id id)))
+      ("ended"
+       (lispm-messages-answer-outcome
+        (or (plist-get request :notice)
+            (format "%s ended without replying to request %s." (plist-get request :asked) id))
+        (list :kind "notice" :request_id id)))
+      (_ (lispm-messages-answer-outcome
+          (format "Request %s is unknown to the ledger: no answer will come." id)
+          (list :kind "notice" :request_id id))))))
+
+(defun lispm-messages--asked (to request-id)
+  "Return the outcome of an ask of TO accepted as REQUEST-ID.
+Its text names the request, for `lispm-messages-asked-request'."
+  (list :ok t :text (format "asked %s, request %s" to request-id) :request_id request-id))
+
+(defun lispm-messages-asked-request (outcome)
+  "Return the id of the request OUTCOME, an accepted ask's, made; or nil.
+OUTCOME is what the tool `ask_agent' gave, perhaps through a pipeline
+that kept only its text."
+  (and (plist-get outcome :ok)
+       (or (plist-get outcome :request_id)
+           (let ((text (or (plist-get outcome :text) "")))
+             (and (string-match "\\`asked .*, request \\([^ \n]+\\)\\'" text)
+                  (match-string 1 text))))))
+
+(defun lispm-messages-requests (actor ids callback)
+  "Ask the ledger about the requests IDS that ACTOR asked; return at once.
+CALLBACK gets (:ok t :requests REQUESTS :open_to_you OPEN), or a
+failure as for `lispm-messages-send'.  REQUESTS has, for each id, a
+plist (:request_id :asker :asked :state :reply :notice), `:state' one
+of \"open\", \"answered\", \"ended\" and \"unknown\"; OPEN the open
+requests asked of ACTOR that an earlier Emacs took and never answered,
+each (:request_id :asker :text), TEXT as delivery renders a request."
+  (lispm-messages--request
+   'lispm/requests (lispm-messages--identity actor :ids (vconcat ids))
+   callback
+   (lambda (result)
+     (list :ok t
+           :requests (append (plist-get result :requests) nil)
+           :open_to_you (append (plist-get result :open_to_you) nil)))))
 
 (defun lispm-messages-reply (actor request-id text callback)
   "Answer REQUEST-ID, asked of ACTOR, with TEXT; return at once.
@@ -236,17 +332,37 @@ places as org links: [[file:/abs/path::LINE]], [[buffer:NAME]]."
   :kind 'message
   (lispm-tools-defer (lambda (done) (lispm-messages-send actor to text done))))
 
-(lispm-define-tool ask-agent (actor (to string "The name of the other agent, e.g. codex.")
-                                    (request string "What you ask of the other agent."))
-  "Ask another agent to do something or to answer a question.
-It returns at once with a request id such as R1; the other agent
-receives [Request R1 from <your name>] with your request, and its
-answer arrives later as your next input, headed [Reply from <agent> to
-request R1].  So after asking, end your turn: do not wait, poll or ask
-again.  Write the request so that it stands alone: the other agent does
-not see your conversation."
+(lispm-define-tool ask-agent (actor (request string "What you ask of the other agent.")
+                                    &optional
+                                    (to string "The name of the other agent, e.g. codex.")
+                                    (role string "A role, e.g. reviewer: a helper of it is \
+started in your folder and asked."))
+  "Ask another agent, or a new helper of a role, to do something or to answer.
+Give exactly one of to (an agent of list_agents) and role (one of the
+roles list_agents lists: a helper of it starts in your folder, does
+the job, replies and retires).  The other agent receives [Request R1
+from <your name>] with your request.  The call waits for the answer:
+its result is [Reply from <agent> to request R1] and the reply, or
+that the agent ended without replying.  Several ask_agent calls in one
+answer wait together.  Write the request so that it stands alone: the
+other agent does not see your conversation."
   :kind 'message
-  (lispm-tools-defer (lambda (done) (lispm-messages-ask actor to request done))))
+  (let ((to (and to (not (string-empty-p to)) to))
+        (role (and role (not (string-empty-p role)) role)))
+    (unless (xor to role)
+      (lispm-signal 'lispm-tool-bad-args (list to role)
+                    "give exactly one of to (an agent's name) and role (a role's name), %s"
+                    (if to "not both" "not neither")))
+    (lispm-tools-defer
+     (lambda (done)
+       (lispm-messages-ask
+        actor to request
+        (lambda (outcome)
+          (funcall done (if (plist-get outcome :ok)
+                            (lispm-messages--asked (or (plist-get outcome :to) to role)
+                                                   (plist-get outcome :request_id))
+                          outcome)))
+        role)))))
 
 (lispm-define-tool reply (actor (request string "The request id you were sent, e.g. R1.")
                                 (text string "Your complete answer."))

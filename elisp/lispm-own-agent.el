@@ -35,6 +35,14 @@
 ;; so it is never taken for LispM's own notices, which come from
 ;; `lispm'.  Other agents' messages reach it through the sidecar's
 ;; delivery queue, only while it is idle, and start a turn.
+;;
+;; Its `ask_agent' blocks the call, not Emacs: the answer to a request
+;; one of its calls waits on is handed over at once, whatever it does,
+;; and is that call's result (`lispm-agent-waiting-requests' lists the
+;; requests it waits on).  An answer no call waits on any more (the
+;; user interrupted the wait) is input like any message.  Reopened
+;; after its Emacs died, a session whose last turn waited on requests
+;; waits on them again, and what was asked of it meanwhile is its input.
 
 ;;; Code:
 
@@ -88,6 +96,7 @@ they are kept word for word."
   (turn nil :documentation "The turn under way, a `lispm-turn', or nil.")
   (turns nil :documentation "Alist of turn number to the turns of this Emacs.")
   (pending nil :documentation "Texts waiting for the turn's end, oldest first.")
+  (answered nil :documentation "The requests whose answers a call of it took.")
   (compacting nil :documentation "Non-nil while the older turns are summarised."))
 
 (defvar-local lispm-agent--session-of nil
@@ -179,23 +188,31 @@ It runs after the agent is idle again, before what waits for it starts.")
              (buffer-live-p (lispm-own-agent-buffer agent)))
     (lispm-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
 
+(defun lispm-agent--turn-keys (agent)
+  "Return the keys `lispm-turn-start' gets for a turn of AGENT."
+  (list :system (lambda () (lispm-agent-system-prompt agent))
+        :on-state (lambda (turn) (lispm-agent--turn-state-changed agent turn))
+        :on-end (lambda (turn) (lispm-agent--turn-ended agent turn))))
+
+(defun lispm-agent--adopt (agent turn)
+  "Make TURN, just started, AGENT's turn under way if it is; return TURN.
+AGENT's activity is the turn's from then on."
+  (when (lispm-turn-live-p turn)
+    (setf (lispm-own-agent-turn agent) turn)
+    (lispm-agent--set-activity agent (lispm-turn-activity turn)))
+  (push (cons (lispm-turn-number turn) turn) (lispm-own-agent-turns agent))
+  turn)
+
 (defun lispm-agent--start-turn (agent text)
   "Start a turn of AGENT with TEXT, the user's words or a message."
   (if (lispm-agent--needs-compaction-p agent)
       (progn (push text (lispm-own-agent-pending agent))
              (lispm-agent--compact agent))
     (let* ((buffer (lispm-own-agent-buffer agent))
-           (number (lispm-session-begin-turn buffer text))
-           (turn (lispm-turn-start
-                  agent buffer number (lispm-own-agent-model agent)
-                  (lispm-session-messages buffer)
-                  :system (lambda () (lispm-agent-system-prompt agent))
-                  :on-state (lambda (turn) (lispm-agent--turn-state-changed agent turn))
-                  :on-end (lambda (turn) (lispm-agent--turn-ended agent turn)))))
-      (when (lispm-turn-live-p turn)
-        (setf (lispm-own-agent-turn agent) turn))
-      (push (cons number turn) (lispm-own-agent-turns agent))
-      turn)))
+           (number (lispm-session-begin-turn buffer text)))
+      (lispm-agent--adopt
+       agent (apply #'lispm-turn-start agent buffer number (lispm-own-agent-model agent)
+                    (lispm-session-messages buffer) (lispm-agent--turn-keys agent))))))
 
 (defun lispm-agent-send (agent text)
   "Give AGENT TEXT, to start a turn now or when the turn under way ends."
@@ -208,10 +225,67 @@ It runs after the agent is idle again, before what waits for it starts.")
                       (lispm-actor-name agent)))
     (lispm-agent--start-turn agent text)))
 
-(cl-defmethod lispm-actor-deliver ((agent lispm-own-agent) text _message)
-  "Give AGENT the message TEXT from another agent; it is always taken."
-  (lispm-agent-send agent text)
+(cl-defmethod lispm-actor-deliver ((agent lispm-own-agent) text message)
+  "Give AGENT the message TEXT from another agent; it is always taken.
+MESSAGE is the sidecar's plist.  An answer to a request a call of
+AGENT waits on is that call's result; one a call took already (the
+ledger told it first, after a restart) is dropped; any other message
+is AGENT's input, now or when the turn under way ends."
+  (let ((request-id (lispm-messages-answer-p message)))
+    (unless (and request-id
+                 (or (lispm-agent--answer agent request-id
+                                          (lispm-messages-answer-outcome text message))
+                     (member request-id (lispm-own-agent-answered agent))))
+      (lispm-agent-send agent text)))
   t)
+
+(defun lispm-agent--answer (agent request-id outcome)
+  "Give OUTCOME, the answer to REQUEST-ID, to AGENT's call that waits on it.
+Return non-nil if one waited."
+  (when-let* ((turn (lispm-own-agent-turn agent))
+              ((lispm-turn-answer turn request-id outcome)))
+    (push request-id (lispm-own-agent-answered agent))
+    t))
+
+(defun lispm-agent-waiting-requests (agent)
+  "Return the ids of the requests that AGENT waits on, in its order of calls."
+  (when-let* ((turn (lispm-own-agent-turn agent)))
+    (lispm-turn-waiting-requests turn)))
+
+;;; After a restart
+
+(defun lispm-agent--rebuild (agent)
+  "Make the last turn of AGENT again if it ended while it waited for answers.
+The turn waits on the same requests (`lispm-turn-rebuild'); return it,
+or nil if there was none to make."
+  (when-let* ((buffer (lispm-own-agent-buffer agent))
+              (waiting (lispm-session-waiting-step buffer)))
+    (let ((turn (apply #'lispm-turn-rebuild agent buffer waiting (lispm-own-agent-model agent)
+                       (lispm-agent--turn-keys agent))))
+      (lispm-session-insert-note
+       buffer (format "Reopened: waiting again on %s"
+                      (string-join (lispm-turn-waiting-requests turn) ", ")))
+      (lispm-agent--adopt agent turn))))
+
+(defun lispm-agent--resumed (agent outcome)
+  "Go on with AGENT, reopened and registered with OUTCOME: ask the ledger.
+Each request a call waits on that was answered or ended meanwhile
+gives the call its answer; each request asked of AGENT that an earlier
+Emacs took and never answered is AGENT's input, as if delivered now."
+  (if (not (plist-get outcome :ok))
+      (message "LispM: %s is not registered: %s" (lispm-actor-name agent)
+               (plist-get outcome :error))
+    (lispm-messages-requests
+     agent (lispm-agent-waiting-requests agent)
+     (lambda (answer)
+       (if (not (plist-get answer :ok))
+           (message "LispM: %s could not learn of its requests: %s"
+                    (lispm-actor-name agent) (plist-get answer :error))
+         (dolist (request (plist-get answer :requests))
+           (when-let* ((result (lispm-messages-request-outcome request)))
+             (lispm-agent--answer agent (plist-get request :request_id) result)))
+         (dolist (request (plist-get answer :open_to_you))
+           (lispm-agent-send agent (plist-get request :text))))))))
 
 (defun lispm-agent-stopped (turn)
   "Show the condition TURN stopped at, if it is a turn of an own agent."
@@ -223,12 +297,16 @@ It runs after the agent is idle again, before what waits for it starts.")
 
 ;;; Starting and ending
 
-(defun lispm-agent--create (folder model session &optional role name)
+(defun lispm-agent--create (folder model session &optional role name resume)
   "Make an own agent in FOLDER asking MODEL; register it and return it.
 SESSION is a function of the agent's name that returns its session's
 buffer.  ROLE defaults to `lispm-policy-default-role'.  NAME is the
 base of its name, by default `lispm-agent-name'.  The agent is
-registered with Emacs, which names it, and with the sidecar."
+registered with Emacs, which names it, and with the sidecar.  RESUME
+non-nil says it goes on with the agent of that name of an earlier
+Emacs: the turn that Emacs cut off while calls waited is made again
+first, and once registered, it asks the ledger what became of its
+requests (`lispm-agent--resumed')."
   (let ((agent (lispm-own-agent--make
                 :name (or name lispm-agent-name) :kind 'lispm :folder folder
                 :role (or role lispm-policy-default-role)
@@ -244,7 +322,12 @@ registered with Emacs, which names it, and with the sidecar."
         (add-hook 'kill-buffer-hook #'lispm-agent--buffer-killed nil t)
         (add-hook 'org-after-todo-state-change-hook #'lispm-agent--todo-changed nil t)
         (lispm-agent-mode)))
-    (lispm-messages-register agent #'ignore)
+    (when resume
+      (lispm-agent--rebuild agent))
+    (lispm-messages-register agent (if resume
+                                       (lambda (outcome) (lispm-agent--resumed agent outcome))
+                                     #'ignore)
+                             resume)
     agent))
 
 (cl-defmethod lispm-actor-home-buffer ((agent lispm-own-agent))
@@ -310,8 +393,12 @@ of `lispm-models'; with a prefix argument, ask for both."
 
 ;;;###autoload
 (defun lispm-agent-resume (file)
-  "Reopen the session in FILE, and go on with its history.
-Interactively, choose among the sessions, newest first."
+  "Reopen the session in FILE, and go on with its history; return the agent.
+Interactively, choose among the sessions, newest first.  The agent
+gets the name the session records, if no one has it: then it goes on
+with that agent of an earlier Emacs.  Its requests still open wait
+for their answers again, in the turn they were made in, and what was
+asked of it meanwhile is its input."
   (interactive
    (let* ((sessions (or (lispm-sessions-list) (user-error "No sessions yet")))
           (table (mapcar (lambda (session)
@@ -342,9 +429,12 @@ Interactively, choose among the sessions, newest first."
            (folder (buffer-local-value 'lispm-session-folder buffer))
            (model (buffer-local-value 'lispm-session-model buffer))
            (model (if (assoc model lispm-models) model (lispm-model-default)))
-           (agent (lispm-agent--create (if (file-directory-p folder) folder
+           (recorded (buffer-local-value 'lispm-session-agent buffer))
+           (free (and recorded (not (lispm-agent-get recorded))))
+           (agent (lispm-agent--create (if (and folder (file-directory-p folder)) folder
                                          default-directory)
-                                       model (lambda (_name) buffer))))
+                                       model (lambda (_name) buffer)
+                                       nil (and free recorded) free)))
       (when (called-interactively-p 'any)
         (pop-to-buffer buffer))
       agent)))

@@ -34,8 +34,9 @@
 ;;   ** AGENT                              one model reply: its text,
 ;;   THE MODEL'S TEXT                      then its tool calls
 ;;   *** Call read_file                    a call: its id and tool in a
-;;   :PROPERTIES: ... :END:                drawer, its arguments in a
-;;   #+begin_src json ... #+end_src        source block
+;;   :PROPERTIES: ... :END:                drawer (an ask's request id
+;;   #+begin_src json ... #+end_src        too), its arguments in a
+;;                                         source block
 ;;   **** TODO Approve ...                 an approval asked for it
 ;;   **** Result                           its result, in an example
 ;;   #+begin_example ... #+end_example     block (long ones folded)
@@ -94,6 +95,10 @@ not be a project's folder: every turn is committed there."
 
 (defconst lispm-session-result-limit (* 64 1024)
   "The most characters a tool's result keeps, the note on cutting included.")
+
+(defconst lispm-session-not-run-result
+  "[LispM: this call did not run; its turn ended first]"
+  "The result of a call that has none in the document.")
 
 (defconst lispm-session--fold-lines 12
   "A result of more lines than this is shown folded.")
@@ -341,7 +346,8 @@ raw values, AFTER where the drawer ends; or nil if BEG has no drawer."
 HEADER is an alist of the header's keywords (raw values); ITEMS the
 turns and summaries, in order: (:turn N :archived B :user TEXT
 :steps STEPS :start POS) with STEPS a list of (:text TEXT :calls
-CALLS), each call (:id I :name N :arguments JSON :result TEXT-OR-NIL);
+CALLS), each call (:id I :name N :arguments JSON :result TEXT-OR-NIL
+:request ID-OR-NIL), the request an ask made;
 and (:summary TEXT :upto N :archived B :start POS).  Signal
 `lispm-session-unreadable' where the document does not read."
   (save-excursion
@@ -395,7 +401,9 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
                (setq call (list :id id :name name
                                 :arguments (lispm-session--read-block
                                             (cdr drawer) body-end "src")
-                                :result nil))
+                                :result nil
+                                :request (lispm-session--property
+                                          (car drawer) "LISPM_REQUEST" start)))
                (plist-put step :calls (append (plist-get step :calls) (list call)))))
             (4
              (unless call
@@ -424,8 +432,7 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
         (dolist (call calls)
           (push (list :role "tool" :tool_call_id (plist-get call :id)
                       :name (plist-get call :name)
-                      :content (or (plist-get call :result)
-                                   "[LispM: this call did not run; its turn ended first]"))
+                      :content (or (plist-get call :result) lispm-session-not-run-result))
                 messages))))
     (nreverse messages)))
 
@@ -454,6 +461,27 @@ A call without a result gets one saying it did not run.  Signal
                (push (list (list :role "user" :content (plist-get item :user))) messages))
               (t (push (lispm-session--turn-messages item) messages))))
       (apply #'append (nreverse messages)))))
+
+(defun lispm-session-waiting-step (buffer)
+  "Return the last step of the session in BUFFER if it ended while waiting.
+That is the last reply of the last turn, when one of its calls has a
+request (`:LISPM_REQUEST:') and no result: its Emacs ended while the
+call waited for the answer.  Return (:turn N :steps K :messages
+MESSAGES :calls CALLS), K the turn's replies, MESSAGES the
+conversation up to that reply's (its calls' results left out), CALLS
+its calls as `lispm-session--parse' gives them; or nil."
+  (with-current-buffer buffer
+    (let* ((turn (car (last (cdr (lispm-session--parse)))))
+           (step (car (last (plist-get turn :steps))))
+           (calls (plist-get step :calls)))
+      (when (and (plist-get turn :turn) (not (plist-get turn :archived))
+                 (cl-some (lambda (call) (and (plist-get call :request)
+                                              (not (plist-get call :result))))
+                          calls))
+        (list :turn (plist-get turn :turn)
+              :steps (length (plist-get turn :steps))
+              :messages (butlast (lispm-session-messages buffer) (length calls))
+              :calls calls)))))
 
 ;;; The buffer
 
@@ -759,6 +787,30 @@ result is folded.  TEXT is what the model gets too: cut it first with
                       (> (cl-count ?\n text) lispm-session--fold-lines))
               (goto-char start)
               (org-fold-hide-entry))))))))
+
+(defun lispm-session-record-request (buffer call-id request-id)
+  "Record in BUFFER that the call CALL-ID made the request REQUEST-ID; save.
+The call's drawer gets `:LISPM_REQUEST:', and the file is saved (and
+committed) at once, not at the turn's end, so that an Emacs that dies
+while the call waits leaves the request on disk."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (save-excursion
+        (save-restriction
+          (widen)
+          (let ((end (lispm-session--call-end call-id))
+                (case-fold-search nil)
+                (inhibit-read-only t))
+            (goto-char end)
+            (re-search-backward (format "^:LISPM_CALL_ID:[ \t]+%s[ \t]*$"
+                                        (regexp-quote (lispm-session--encode-value call-id))))
+            (when (re-search-forward "^[ \t]*:END:[ \t]*$" end t)
+              (goto-char (match-beginning 0))
+              (insert (format ":LISPM_REQUEST: %s\n"
+                              (lispm-session--encode-value request-id))))))
+        (lispm-session-save buffer (format "session %s turn %d: call %s waits on request %s"
+                                           lispm-session-id lispm-session--turns
+                                           call-id request-id))))))
 
 (defun lispm-session-insert-approval (buffer call-id title)
   "Add a TODO item TITLE to the call CALL-ID in BUFFER: an approval awaited."

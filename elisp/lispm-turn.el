@@ -28,7 +28,9 @@
 ;;
 ;;   request   a model request is under way, nothing heard yet
 ;;   stream    the model's answer streams in
-;;   tools     the tools it asked for run, one after the other
+;;   tools     the tools it asked for run, one after the other; its
+;;             asks (`lispm-turn-asking-tools') run together, each
+;;             call waiting for its answer
 ;;   stopped   the turn stopped at a condition, waiting for a restart
 ;;   done      the model answered; the turn is over
 ;;   aborted   the user ended it, keeping what was done
@@ -44,6 +46,15 @@
 ;;
 ;; Every change the turn's calls made is kept (`lispm-turn-changes'),
 ;; newest first, so that `lispm-turn-revert' can take the turn back.
+;;
+;; An ask (`ask_agent') blocks its call, not Emacs: once the request is
+;; accepted, the call records its id in the session (`:LISPM_REQUEST:',
+;; saved at once) and waits; `lispm-turn-answer' ends the wait with the
+;; answer.  The user's interrupt, the turn's abort and the session's
+;; end are the ways out of a wait; the request stays open then, and a
+;; later answer is the agent's input like any message.  A turn whose
+;; Emacs died while its calls waited is made again from the session
+;; by `lispm-turn-rebuild', waiting on the same requests.
 
 ;;; Code:
 
@@ -55,6 +66,7 @@
 (require 'lispm-edit)
 (require 'lispm-session)
 (require 'lispm-roles)
+(require 'lispm-messages)
 
 ;;; Options
 
@@ -91,6 +103,9 @@
                     'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-interrupted "The user interrupted the turn"
                     'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-wait-ended "A call stopped waiting for its answer"
+                    'lispm-turn-failed)
+;; Its data: the call's result, then the request's id.
 (lispm-define-error 'lispm-turn-no-restart "No such restart here" 'lispm-error -32079)
 
 (defconst lispm-turn-restarts
@@ -152,6 +167,14 @@
     (aborted))
   "Each state of a turn, and the states it may move to.")
 
+(defconst lispm-turn-asking-tools '("ask_agent")
+  "The tools whose calls wait for the answer to the request they make.
+Such a call's outcome, once the request is accepted, names the
+request (`lispm-messages-asked-request'); the call then waits until
+`lispm-turn-answer' gives it the answer.  The calls of these tools in
+one step run together; every other call runs after the one before it
+is over.")
+
 (defvar lispm-turn-stopped-functions nil
   "Abnormal hook run with a turn that stopped at a condition.")
 
@@ -177,10 +200,13 @@
   "Return the activity of TURN, for the agent list."
   (pcase (lispm-turn-state turn)
     ((or 'request 'stream) 'thinking)
-    ('tools (if (cl-some (lambda (call) (eq (plist-get call :waiting) 'approval))
-                         (lispm-turn-calls turn))
-                'waiting-for-approval
-              'running-tool))
+    ('tools (cond ((cl-some (lambda (call) (eq (plist-get call :waiting) 'approval))
+                            (lispm-turn-calls turn))
+                   'waiting-for-approval)
+                  ((and (not (lispm-turn--running-call turn))
+                        (lispm-turn-waiting-requests turn))
+                   'waiting-for-reply)
+                  (t 'running-tool)))
     ('stopped 'stopped)
     (_ 'idle)))
 
@@ -362,12 +388,16 @@ changes and when it is over."
 (defun lispm-turn--for-the-model-p (outcome)
   "Return non-nil if the failed OUTCOME is for the model, as a result.
 A refusal, and the model's own mistakes: an unknown tool, bad
-arguments, a path outside the folder."
+arguments, a path outside the folder; a message the sidecar refused or
+an ask left unanswered, and a wait the user ended."
   (let ((symbol (lispm-turn--condition-symbol outcome)))
     (and symbol
          (cl-intersection (get symbol 'error-conditions)
                           '(lispm-policy-denied lispm-tool-unknown lispm-tool-bad-args
                                                 lispm-tool-outside-folder
+                                                ;; A message refused or left
+                                                ;; unanswered; a wait ended.
+                                                lispm-message-failed lispm-turn-wait-ended
                                                 ;; A run_lisp program's own mistakes.
                                                 lispm-lisp-unreadable lispm-lisp-refused
                                                 lispm-lisp-program-error)))))
@@ -385,45 +415,75 @@ arguments, a path outside the folder."
                  (plist-get outcome :error)))
         (t (format "Error: %s" (plist-get outcome :error)))))
 
+(defun lispm-turn--outcome (turn call)
+  "Return the outcome of TURN's CALL, or nil."
+  (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn))))
+
+(defun lispm-turn--asking-p (call)
+  "Return non-nil if CALL is of one of `lispm-turn-asking-tools'."
+  (member (plist-get call :name) lispm-turn-asking-tools))
+
 (defun lispm-turn--next-call (turn)
-  "Return the first call of TURN without an outcome, or nil."
-  (cl-find-if (lambda (call) (not (assoc (plist-get call :id) (lispm-turn-outcomes turn))))
+  "Return the first call of TURN not started yet, or nil."
+  (cl-find-if (lambda (call)
+                (not (or (plist-get call :started) (lispm-turn--outcome turn call))))
+              (lispm-turn-calls turn)))
+
+(defun lispm-turn--running-call (turn)
+  "Return the call of TURN under way that the next call waits for, or nil.
+An ask, which runs together with the calls after it, is not one."
+  (cl-find-if (lambda (call)
+                (and (plist-get call :started) (not (lispm-turn--asking-p call))
+                     (not (lispm-turn--outcome turn call))))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--run-next (turn)
-  "Run each call of TURN that has no outcome, in order; then go on.
-A call that calls back before `lispm-calls-invoke' returns (a read, an
-edit) is followed by the next one in this loop: no timer, no nesting.
-Nothing happens unless TURN is running its tools: a result that comes
-after the user ended the turn, or stopped it, leaves it so."
+  "Start each call of TURN not started yet, in order; then go on.
+A call starts once the one before it is over, or at once after an ask
+\(`lispm-turn-asking-tools'): asks run together, with the calls after
+them.  A call that calls back before `lispm-calls-invoke' returns (a
+read, an edit) is followed by the next one in this loop: no timer, no
+nesting.  Once every call has its outcome, the turn goes on.  Nothing
+happens unless TURN is running its tools: a result that comes after
+the user ended the turn, or stopped it, leaves it so."
   (let ((again t))
     (while again
       (setq again nil)
       (let ((call (lispm-turn--next-call turn)))
         (cond
          ((not (and (eq (lispm-turn-state turn) 'tools) (lispm-turn--buffer-live-p turn))) nil)
-         ((null call) (lispm-turn--tools-done turn))
+         ((lispm-turn--running-call turn) nil)
+         ((null call)
+          (unless (cl-some (lambda (call) (not (lispm-turn--outcome turn call)))
+                           (lispm-turn-calls turn))
+            (lispm-turn--tools-done turn)))
          ((lispm-turn-interrupted turn)
           (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted between tool calls"))
          (t (setq again (lispm-turn--invoke turn call))))))))
 
 (defun lispm-turn--invoke (turn call)
   "Run CALL of TURN through the pipeline.
-Return non-nil if its outcome came at once, before the pipeline
-returned: the caller then runs the next call.  A later outcome runs
-the next call from a timer, outside whatever delivered it."
+Return non-nil if the next call may start now: CALL's outcome came at
+once, before the pipeline returned, or CALL is an ask, which runs
+together with the calls after it.  A later outcome runs the next call
+from a timer, outside whatever delivered it.  An ask's request, once
+accepted, makes CALL wait for its answer (`lispm-turn--await')."
   (let ((id (plist-get call :id))
         (buffer (lispm-turn-buffer turn))
         (returned nil)
         (at-once nil))
     (lispm-turn--trace turn 'call call)
+    (plist-put call :started t)
     (lispm-calls-invoke
      (lispm-turn-actor turn) (plist-get call :name) (plist-get call :arguments)
      (lambda (outcome)
-       (lispm-turn--called turn call outcome)
-       (if returned
-           (run-at-time 0 nil #'lispm-turn--run-next turn)
-         (setq at-once t)))
+       (if-let* (((lispm-turn--asking-p call))
+                 (request-id (lispm-messages-asked-request outcome)))
+           (lispm-turn--await turn call request-id)
+         (lispm-turn--called turn call outcome)
+         (if returned
+             (run-at-time 0 nil #'lispm-turn--run-next turn)
+           (setq at-once t))))
      :on-ask (lambda (approval)
                (plist-put call :waiting 'approval)
                (plist-put call :approval approval)
@@ -441,7 +501,70 @@ the next call from a timer, outside whatever delivered it."
                       (and denied (plist-get answer :reason))))
                    (lispm-turn--changed turn)))
     (setq returned t)
-    at-once))
+    (or at-once (lispm-turn--asking-p call))))
+
+;;; Waiting for answers
+
+(defun lispm-turn-waiting-requests (turn)
+  "Return the ids of the requests that TURN waits on, in its order of calls."
+  (delq nil (mapcar (lambda (call)
+                      (and (eq (plist-get call :waiting) 'reply) (plist-get call :request)))
+                    (lispm-turn-calls turn))))
+
+(defun lispm-turn--waiting-on (turn request-id)
+  "Return the call of TURN that waits on REQUEST-ID, or nil."
+  (cl-find-if (lambda (call) (and (eq (plist-get call :waiting) 'reply)
+                                  (equal (plist-get call :request) request-id)))
+              (lispm-turn-calls turn)))
+
+(defun lispm-turn--await (turn call request-id)
+  "Make TURN's CALL wait for the answer to REQUEST-ID, the request it made.
+The session records the request and is saved at once, so that a
+restart finds it.  A turn interrupted meanwhile ends the wait at once;
+one that is over does not wait: the answer will be input."
+  (lispm-turn--trace turn 'waiting (list (plist-get call :id) request-id))
+  (plist-put call :request request-id)
+  (when (lispm-turn--buffer-live-p turn)
+    (lispm-session-record-request (lispm-turn-buffer turn) (plist-get call :id) request-id))
+  (when (lispm-turn-live-p turn)
+    (plist-put call :waiting 'reply)
+    (if (lispm-turn-interrupted turn)
+        (progn (lispm-turn--end-wait turn call "Interrupted by the user")
+               (run-at-time 0 nil #'lispm-turn--run-next turn))
+      (lispm-turn--changed turn))))
+
+(defun lispm-turn-answer (turn request-id outcome)
+  "End the wait of TURN's call on REQUEST-ID with OUTCOME, the answer.
+OUTCOME is the call's result: (:ok t :text \"[Reply from B to request
+R1]...\"), or a failure, given to the model too.  Return non-nil if a
+call waited on REQUEST-ID; once every call has its outcome, the turn
+goes on, from a timer, outside whatever delivered the answer."
+  (when-let* ((call (lispm-turn--waiting-on turn request-id)))
+    (plist-put call :waiting nil)
+    (lispm-turn--trace turn 'answered (list (plist-get call :id) request-id))
+    (lispm-turn--called turn call outcome)
+    (run-at-time 0 nil #'lispm-turn--run-next turn)
+    t))
+
+(defun lispm-turn--end-wait (turn call why)
+  "End the wait of TURN's CALL without its answer, for the reason WHY."
+  (let* ((request-id (plist-get call :request))
+         (text (format "%s while waiting for the answer to request %s; the request \
+stays open, and its answer will come as a message" why request-id)))
+    (plist-put call :waiting nil)
+    (lispm-turn--trace turn 'wait-ended (list (plist-get call :id) request-id))
+    (lispm-turn--called turn call (list :ok nil :error text
+                                        :condition (list 'lispm-turn-wait-ended text
+                                                         request-id)))))
+
+(defun lispm-turn-end-waits (turn why)
+  "End the wait of every call of TURN; the result of each gives WHY.
+Return the ids of the requests they waited on.  The requests stay
+open; their answers, when they come, are input like any message."
+  (let ((ids (lispm-turn-waiting-requests turn)))
+    (dolist (id ids)
+      (lispm-turn--end-wait turn (lispm-turn--waiting-on turn id) why))
+    ids))
 
 (defun lispm-turn--changed (turn)
   "Tell TURN's caller that something of it changed."
@@ -562,7 +685,7 @@ RESUME is the call's function of `lispm-turn-suspend'."
     ('abort (funcall resume 'abort nil)
             (lispm-turn--abort turn))
     (_ (when (eq name 'skip-tool)
-         (plist-put (lispm-turn--next-call turn) :skip-failure t))
+         (plist-put (lispm-turn--running-call turn) :skip-failure t))
        (lispm-turn--enter turn 'tools)
        (funcall resume name argument))))
 
@@ -637,6 +760,7 @@ new arguments, a JSON object's text."
   "Run TURN's CALL again, then go on."
   (setf (lispm-turn-outcomes turn)
         (cl-remove (plist-get call :id) (lispm-turn-outcomes turn) :key #'car :test #'equal))
+  (plist-put call :started nil)
   (lispm-turn--enter turn 'tools)
   (lispm-turn--run-next turn))
 
@@ -648,7 +772,9 @@ new arguments, a JSON object's text."
         (plist-put sent :arguments (plist-get call :arguments))))))
 
 (defun lispm-turn--abort (turn)
-  "End TURN, keeping what was done; give each call not run a note."
+  "End TURN, keeping what was done; give each call not run a note.
+A call that waits for an answer stops waiting."
+  (lispm-turn-end-waits turn "The turn ended")
   (let ((outcomes (lispm-turn-outcomes turn))
         (message (car (last (lispm-turn-messages turn)))))
     (when (and (equal (plist-get message :role) "assistant") (lispm-turn-calls turn))
@@ -673,20 +799,62 @@ new arguments, a JSON object's text."
     (funcall (lispm-turn-on-end turn) turn)))
 
 (defun lispm-turn-interrupt (turn)
-  "Interrupt TURN: cancel its model stream, or stop after the running tool."
+  "Interrupt TURN: cancel its model stream, or stop after the running tool.
+Its calls that wait for answers stop waiting, each with a result that
+says so; the turn stops once the tool that runs, if any, is over."
   (when (lispm-turn-live-p turn)
     (setf (lispm-turn-interrupted turn) t)
-    (when (lispm-turn-stream turn)
+    (cond
+     ((lispm-turn-stream turn)
       (lispm-model-cancel (lispm-turn-stream turn))
       (setf (lispm-turn-stream turn) nil)
       (lispm-turn--end-reply turn)
-      (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted while the model answered"))))
+      (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted while the model answered"))
+     ((lispm-turn-end-waits turn "Interrupted by the user")
+      (lispm-turn--run-next turn)))))
 
 (defun lispm-turn-cancel (turn)
-  "Cancel TURN's model stream quietly: its buffer is gone."
+  "Cancel the model stream and the waits of TURN quietly: its buffer is gone."
   (when (lispm-turn-stream turn)
     (lispm-model-cancel (lispm-turn-stream turn))
-    (setf (lispm-turn-stream turn) nil)))
+    (setf (lispm-turn-stream turn) nil))
+  (dolist (call (lispm-turn-calls turn))
+    (when (eq (plist-get call :waiting) 'reply)
+      (plist-put call :waiting nil))))
+
+;;; A turn cut off while it waited
+
+(cl-defun lispm-turn-rebuild (actor buffer waiting model &key system on-state on-end)
+  "Make again the turn of ACTOR that ended while it waited for answers.
+BUFFER is the session's buffer and WAITING what
+`lispm-session-waiting-step' found in it: the turn's number, its
+conversation up to the reply that made the calls, and the calls.  A
+call with a result has it as its outcome; one with a request waits on
+it; any other did not run, and gets the result that says so.  MODEL,
+SYSTEM, ON-STATE and ON-END are as for `lispm-turn-start'.  Return the
+turn, in state `tools': once the last wait ends (`lispm-turn-answer'),
+it goes on as any turn, and asks the model again."
+  (let ((turn (lispm-turn--make
+               :actor actor :buffer buffer :number (plist-get waiting :turn)
+               :model model :system system :on-state on-state :on-end on-end
+               :state 'tools :steps (plist-get waiting :steps)
+               :messages (plist-get waiting :messages))))
+    (dolist (saved (plist-get waiting :calls))
+      (let ((call (list :id (plist-get saved :id) :name (plist-get saved :name)
+                        :arguments (plist-get saved :arguments) :started t))
+            (result (plist-get saved :result)))
+        (setf (lispm-turn-calls turn) (append (lispm-turn-calls turn) (list call)))
+        (cond (result
+               (plist-put call :reported t)
+               (push (cons (plist-get call :id) (list :ok t :text result))
+                     (lispm-turn-outcomes turn)))
+              ((plist-get saved :request)
+               (plist-put call :request (plist-get saved :request))
+               (plist-put call :waiting 'reply))
+              (t (lispm-turn--called turn call (list :ok t :text
+                                                     lispm-session-not-run-result))))))
+    (lispm-turn--trace turn 'rebuilt (lispm-turn-waiting-requests turn))
+    turn))
 
 ;;; Revert
 

@@ -120,7 +120,7 @@ Return PREDICATE's last value."
           (should (string-match-p "\\`R[0-9]+\\'" other))
           (should-not (equal other id))
           (should (equal direct (list :ok t :text (format "asked reviewer, request %s" other)
-                                      :request_id other))))
+                                      :request_id other :to "reviewer"))))
         ;; Answered once: a second reply is refused with the sidecar's reason.
         (let ((again (lispm-messages-test--wait-outcome
                       #'lispm-messages-reply asked id "again")))
@@ -236,7 +236,11 @@ Return PREDICATE's last value."
                             tool (lispm-test-actor--make :name "emacs" :folder "/tmp/") args)
                            :kind)
                 'message)))
-  (should (equal (plist-get (lispm-tool-schema "ask_agent") :required) ["to" "request"]))
+  ;; Exactly one of to and role, which the tool checks.
+  (should (equal (plist-get (lispm-tool-schema "ask_agent") :required) ["request"]))
+  (should (equal (sort (hash-table-keys (plist-get (lispm-tool-schema "ask_agent") :properties))
+                       #'string<)
+                 '("request" "role" "to")))
   (should (equal (plist-get (lispm-tool-schema "reply") :required) ["request" "text"])))
 
 (provide 'lispm-messages-test)
