@@ -61,17 +61,18 @@
     (lispm-agents-test--add "codex" 'codex)
     (setf (lispm-agent-state (lispm-agent-get "claude")) 'running)
     (let ((answer (lispm-sidecar-dispatch-request 'emacs/list-agents nil)))
-      (should (equal answer
-                     '(:agents [(:name "claude" :kind "claude" :role "default" :folder "/tmp"
-                                       :state "running" :activity nil)
-                                (:name "codex" :kind "codex" :role "default" :folder "/tmp"
-                                       :state "starting" :activity nil)])))
+      (should (equal (plist-get answer :agents)
+                     [(:name "claude" :kind "claude" :role "default" :folder "/tmp"
+                             :state "running" :activity nil)
+                      (:name "codex" :kind "codex" :role "default" :folder "/tmp"
+                             :state "starting" :activity nil)]))
       ;; As jsonrpc.el encodes it for the link: nil is null.
       (should (string-search "\"activity\":null"
                              (json-serialize answer :null-object nil
                                              :false-object :json-false))))
     (mapc #'lispm-agents-unregister (lispm-agents))
-    (should (equal (lispm-sidecar-dispatch-request 'emacs/list-agents nil) '(:agents [])))))
+    (should (equal (plist-get (lispm-sidecar-dispatch-request 'emacs/list-agents nil) :agents)
+                   []))))
 
 ;;; Actors without a terminal
 
