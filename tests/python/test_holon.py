@@ -123,3 +123,18 @@ async def test_holon_agent_registry_skill_and_tool(sidecar: SidecarProcess,
     assert not skill.parent.exists()
     code, _, err = await lispm_tool(run, "list_agents")
     assert code == 3 and "no Holon agent 'holon'" in err
+
+
+def test_lispm_tool_asks_an_agent_or_a_helper_of_a_role() -> None:
+    from lispm_sidecar.kinds.holon.cli import build_parser, tool_call
+
+    def parsed(*argv: str) -> tuple[str, dict[str, Any]]:
+        return tool_call(build_parser().parse_args(list(argv)))
+
+    assert parsed("ask_agent", "--to", "claude", "Why?") == \
+        ("ask_agent", {"to": "claude", "request": "Why?"})
+    assert parsed("ask_agent", "--role", "reviewer", "Look.") == \
+        ("ask_agent", {"role": "reviewer", "request": "Look."})
+    for wrong in (["--to", "claude", "--role", "reviewer"], []):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["ask_agent", *wrong, "?"])

@@ -233,7 +233,7 @@ async def test_list_agents_comes_from_emacs(sidecar: SidecarProcess) -> None:
     agent = await start_agent(sidecar, "claude")
     result = await call_list_agents(agent)
     assert not result.is_error
-    assert result.structured_content == {"you": "claude", "agents": AGENTS}
+    assert result.structured_content == {"you": "claude", "agents": AGENTS, "roles": []}
     note = await asyncio.wait_for(sidecar.notifications.get(), 5)
     assert note == {
         "jsonrpc": "2.0",

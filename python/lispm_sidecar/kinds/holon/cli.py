@@ -30,6 +30,7 @@ examples:
   lispm-tool list_agents
   lispm-tool send_message --to claude "The build is green."
   lispm-tool ask_agent --to claude "Please review [[file:/abs/notes.el::9]]."
+  lispm-tool ask_agent --role reviewer "Review [[file:/abs/notes.el::9]]."
   lispm-tool reply --request R1 "It crashes on a line with no colon."
   lispm-tool search_tools "edit file"
   lispm-tool skill NAME
@@ -163,12 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print one JSON object")
         return p
 
-    tool("list_agents", "list the live agents (name, kind, folder, state) and which is you")
+    tool("list_agents", "list the live agents (name, kind, folder, state), which is you, "
+                        "and the roles a helper can be started from")
     p = tool("send_message", "send another agent a message; returns at once")
     p.add_argument("--to", required=True, help="the other agent's name, e.g. claude")
     p.add_argument("text", nargs="?", default="-", help="the message (- or none: stdin)")
-    p = tool("ask_agent", "ask another agent; its answer comes later as your next prompt")
-    p.add_argument("--to", required=True, help="the other agent's name, e.g. claude")
+    p = tool("ask_agent", "ask another agent, or a new helper of a role; its answer comes "
+                          "later as your next prompt")
+    whom = p.add_mutually_exclusive_group(required=True)
+    whom.add_argument("--to", help="the other agent's name, e.g. claude")
+    whom.add_argument("--role", help="a role's name, e.g. reviewer: a helper of it is started, "
+                                     "answers, and retires")
     p.add_argument("text", nargs="?", default="-", help="the request (- or none: stdin)")
     p = tool("reply", "answer a request you were sent ([Request R1 from NAME])")
     p.add_argument("--request", required=True, help="the request id, e.g. R1")
@@ -190,9 +196,11 @@ def _text(value: str) -> str:
 def tool_call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The tool's name and arguments from the command line."""
     name = args.tool
-    if name in ("send_message", "ask_agent"):
-        key = "text" if name == "send_message" else "request"
-        return name, {"to": args.to, key: _text(args.text)}
+    if name == "send_message":
+        return name, {"to": args.to, "text": _text(args.text)}
+    if name == "ask_agent":
+        whom = {"to": args.to} if args.to is not None else {"role": args.role}
+        return name, {**whom, "request": _text(args.text)}
     if name == "reply":
         return name, {"request": args.request, "text": _text(args.text)}
     if name == "search_tools":

@@ -206,11 +206,13 @@ You run inside LispM, next to other AI agents in the user's Emacs. You are \
 the agent `{name}`. Reach them with the shell command `lispm-tool` (its full \
 path: `{tool}`); `lispm-tool --help` explains everything.
 
-- `lispm-tool list_agents`: the live agents, their folders and states.
+- `lispm-tool list_agents`: the live agents, their folders and states, and the roles.
 - `lispm-tool send_message --to claude "text"`: tell another agent something.
 - `lispm-tool ask_agent --to claude "request"`: ask; it returns a request id \
 such as R1 at once, and the answer comes later as your next prompt, headed \
 `[Reply from claude to request R1]`. Do not wait or poll.
+- `lispm-tool ask_agent --role reviewer "request"`: the same, asking a new \
+helper of that role (see list_agents), started in your folder; it answers, then retires.
 - A prompt headed `[Request R1 from claude]` is a request to you: answer it \
 with `lispm-tool reply --request R1 "your complete answer"`.
 - Prompts headed `[Message from NAME]` are messages from other agents.
