@@ -119,8 +119,11 @@ CHANGES, if any, are what it changed before it failed."
 (defun lispm-calls--outcome (result)
   "Return the outcome of RESULT, what `lispm-tools-run' gave."
   (if (plist-get result :ok)
-      (list :ok t :text (or (plist-get result :text) "")
-            :changes (plist-get result :changes))
+      (append (list :ok t :text (or (plist-get result :text) "")
+                    :changes (plist-get result :changes))
+              ;; An accepted ask's request, which its call waits on.
+              (and (plist-get result :request_id)
+                   (list :request_id (plist-get result :request_id))))
     (let* ((text (or (plist-get result :error) "failed"))
            (condition (plist-get result :condition))
            (err (cond ((consp condition) condition)

@@ -281,19 +281,13 @@ one the ledger's notice, an unknown one a failure that says so, both as
           (list :kind "notice" :request_id id))))))
 
 (defun lispm-messages--asked (to request-id)
-  "Return the outcome of an ask of TO accepted as REQUEST-ID.
-Its text names the request, for `lispm-messages-asked-request'."
+  "Return the outcome of an ask of TO accepted as REQUEST-ID."
   (list :ok t :text (format "asked %s, request %s" to request-id) :request_id request-id))
 
 (defun lispm-messages-asked-request (outcome)
   "Return the id of the request OUTCOME, an accepted ask's, made; or nil.
-OUTCOME is what the tool `ask_agent' gave, perhaps through a pipeline
-that kept only its text."
-  (and (plist-get outcome :ok)
-       (or (plist-get outcome :request_id)
-           (let ((text (or (plist-get outcome :text) "")))
-             (and (string-match "\\`asked .*, request \\([^ \n]+\\)\\'" text)
-                  (match-string 1 text))))))
+OUTCOME is what the tool `ask_agent' gave."
+  (and (plist-get outcome :ok) (plist-get outcome :request_id)))
 
 (defun lispm-messages-requests (actor ids callback)
   "Ask the ledger about the requests IDS that ACTOR asked; return at once.

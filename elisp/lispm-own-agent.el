@@ -99,6 +99,7 @@ they are kept word for word."
   (turns nil :documentation "Alist of turn number to the turns of this Emacs.")
   (pending nil :documentation "Texts waiting for the turn's end, oldest first.")
   (answered nil :documentation "The requests whose answers a call of it took.")
+  (asked nil :documentation "The ids of the requests asked of it that this Emacs handed it.")
   (compacting nil :documentation "Non-nil while the older turns are summarised."))
 
 (defvar-local lispm-agent--session-of nil
@@ -234,6 +235,8 @@ AGENT waits on is that call's result; one a call took already (the
 ledger told it first, after a restart) is dropped; any other message
 is AGENT's input, now or when the turn under way ends."
   (let ((request-id (lispm-messages-answer-p message)))
+    (when (equal (plist-get message :kind) "request")
+      (push (plist-get message :request_id) (lispm-own-agent-asked agent)))
     (unless (and request-id
                  (or (lispm-agent--answer agent request-id
                                           (lispm-messages-answer-outcome text message))
@@ -286,8 +289,11 @@ Emacs took and never answered is AGENT's input, as if delivered now."
          (dolist (request (plist-get answer :requests))
            (when-let* ((result (lispm-messages-request-outcome request)))
              (lispm-agent--answer agent (plist-get request :request_id) result)))
+         ;; The queue may have handed one over already, since registering.
          (dolist (request (plist-get answer :open_to_you))
-           (lispm-agent-send agent (plist-get request :text))))))))
+           (unless (member (plist-get request :request_id) (lispm-own-agent-asked agent))
+             (push (plist-get request :request_id) (lispm-own-agent-asked agent))
+             (lispm-agent-send agent (plist-get request :text)))))))))
 
 (defun lispm-agent-stopped (turn)
   "Show the condition TURN stopped at, if it is a turn of an own agent."

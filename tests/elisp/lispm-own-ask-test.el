@@ -407,5 +407,30 @@ Return what the `emacs/deliver' handler answers."
         (should-not (assq 'lispm/requests lispm-own-ask-test--link))
         (should (null (lispm-own-agent-turn agent)))))))
 
+(ert-deftest lispm-own-ask-test-a-request-handed-over-is-not-given-again ()
+  ;; After a restart the queue may hand over a request before the ledger's
+  ;; answer lists it among those an earlier Emacs took: it is one input.
+  (lispm-own-ask-test--with (folder '((read allow) (message allow)))
+    (let ((agent (lispm-own-ask-test--agent folder))
+          (text "[Request R7 from claude]\nstatus?"))
+      (setq lispm-own-ask-test--script
+            (list '((:type "text" :text "Working.") (:type "done"))
+                  '((:type "text" :text "Other.") (:type "done")))
+            lispm-own-ask-test--requests-answer
+            (list :requests []
+                  :open_to_you (vector (list :request_id "R7" :asker "claude" :text text)
+                                       (list :request_id "R8" :asker "claude"
+                                             :text "[Request R8 from claude]\nmore?"))))
+      (should (eq (plist-get (lispm-own-ask-test--deliver agent "request" "R7" text) :taken) t))
+      (lispm-agent--resumed agent '(:ok t))
+      (should (lispm-own-ask-test--until
+               (lambda () (= (length lispm-own-ask-test--model-requests) 2))))
+      (should (lispm-own-ask-test--until (lambda () (eq (lispm-actor-activity agent) 'idle))))
+      (let ((prompts (mapcar (lambda (params)
+                               (plist-get (car (last (append (plist-get params :messages) nil)))
+                                          :content))
+                             (reverse lispm-own-ask-test--model-requests))))
+        (should (equal prompts (list text "[Request R8 from claude]\nmore?")))))))
+
 (provide 'lispm-own-ask-test)
 ;;; lispm-own-ask-test.el ends here
