@@ -29,6 +29,7 @@ from . import (
     bench_ide,
     bench_ledger,
     bench_lisp,
+    bench_room,
     bench_run_lisp,
     bench_tty,
     bench_watchers,
@@ -59,6 +60,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "run_lisp_check": bench_lisp.check_200_lines,
     "run_lisp_40_files": bench_run_lisp.forty_files,
     "run_lisp_key_answer": bench_tty.key_answer,
+    "room": bench_room.room,
 }
 
 RESULTS = BENCH_DIR / "results.json"
