@@ -23,14 +23,20 @@
   (file-name-as-directory (file-truename (lispm-e2e-dir name))))
 
 (defun lispm-e2e--screens ()
-  "Return the text of every LispM terminal, for failure messages."
+  "Return the text of every LispM terminal and session, for failure messages."
   (mapconcat (lambda (agent)
-               (let ((buffer (lispm-agent-buffer agent)))
-                 (format "--- %s (%s, %s) ---\n%s" (lispm-agent-name agent)
-                         (lispm-agent-state agent)
-                         (and (buffer-live-p buffer)
-                              (process-status (lispm-term-process buffer)))
-                         (if (buffer-live-p buffer) (lispm-term-text buffer) "(no terminal)"))))
+               (let ((buffer (lispm-actor-home-buffer agent)))
+                 (format "--- %s (%s, %s) ---\n%s" (lispm-actor-name agent)
+                         (lispm-actor-state agent)
+                         (if (lispm-agent-p agent)
+                             (and (buffer-live-p buffer)
+                                  (process-status (lispm-term-process buffer)))
+                           (lispm-actor-activity agent))
+                         (cond ((not (buffer-live-p buffer)) "(no buffer)")
+                               ((lispm-agent-p agent) (lispm-term-text buffer))
+                               (t (with-current-buffer buffer
+                                    (buffer-substring-no-properties
+                                     (max (point-min) (- (point-max) 3000)) (point-max))))))))
              (lispm-agents) "\n"))
 
 (defun lispm-e2e-wait (predicate seconds what)
