@@ -70,6 +70,7 @@
 (declare-function lispm-own-agent-model "lispm-own-agent" (agent))
 (declare-function lispm-own-agent-buffer "lispm-own-agent" (agent))
 (declare-function lispm-own-agent-pending "lispm-own-agent" (agent))
+(declare-function lispm-own-agent-turns "lispm-own-agent" (agent))
 (declare-function lispm-model-default "lispm-model" ())
 (declare-function lispm-session-create "lispm-session" (folder &optional model-name agent-name))
 (declare-function lispm-session-insert-note "lispm-session" (buffer text))
@@ -116,6 +117,9 @@ with the sidecar, and its session notes who asked.  Signal
          (format "%s, role %s: started by the user." (lispm-actor-name agent) role)))
       agent)))
 
+(defvar lispm-helpers-unasked-seconds 60
+  "Seconds after which a helper that was never given a request retires.")
+
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/start-helper)) params)
   "Make a helper of the role PARAMS name for their caller; answer who it is.
 The answer is (:name NAME :instance SERIAL), the helper's.
@@ -133,7 +137,14 @@ PARAMS: `:role', `:caller' (the asking agent's name) and
     (unless (and (stringp role) (not (string-empty-p role)))
       (lispm-signal 'lispm-role-unknown (list role) "No role named: %S" role))
     (let ((helper (lispm-helper-make role (lispm-actor-folder caller) caller)))
+      ;; The ask that follows may never come (the sidecar gave up on it).
+      (run-at-time lispm-helpers-unasked-seconds nil #'lispm-helpers--retire-if-unasked helper)
       (list :name (lispm-actor-name helper) :instance (lispm-actor-serial helper)))))
+
+(defun lispm-helpers--retire-if-unasked (helper)
+  "Retire HELPER if it never had a turn and nothing waits for it."
+  (when (null (lispm-own-agent-turns helper))
+    (lispm-helpers--retire-if-done helper)))
 
 (defun lispm-helpers--read-role (folder)
   "Read the name of a role an agent in FOLDER can have, with completion."

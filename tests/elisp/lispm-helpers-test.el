@@ -201,6 +201,23 @@ Wait for it, 5 seconds at most."
 
 ;;; The policy of a helper
 
+(ert-deftest lispm-helpers-test-a-helper-never-asked-retires ()
+  ;; The sidecar may give up waiting for a helper it asked for.
+  (lispm-helpers-test--with
+    (let* ((lispm-helpers-unasked-seconds 0.1)
+           (claude (lispm-test-add-agent :kind 'claude :name "claude" :folder folder))
+           (asked (lispm-helpers-test--start "reviewer" claude))
+           (unasked (lispm-helpers-test--start "tester" claude)))
+      (lispm-agent-send asked "Hold on.")
+      (should (lispm-own-agent-turns asked))
+      ;; One that was given something is not retired so.
+      (lispm-helpers--retire-if-unasked asked)
+      (should (lispm-agent-live-p asked))
+      (let ((deadline (+ (float-time) 5)))
+        (while (and (lispm-agent-live-p unasked) (< (float-time) deadline))
+          (accept-process-output nil 0.02)))
+      (should-not (lispm-agent-live-p unasked)))))
+
 (ert-deftest lispm-helpers-test-decisions-under-reviewer-and-tester ()
   (lispm-helpers-test--with
     (let* ((lispm-policy-roles (append '((open (read allow) (edit allow) (shell allow))
