@@ -253,7 +253,7 @@ Return non-nil if one waited."
     t))
 
 (defun lispm-agent-waiting-requests (agent)
-  "Return the ids of the requests that AGENT waits on, in its order of calls."
+  "Return the ids of the requests that AGENT waits on, in the order it asked."
   (when-let* ((turn (lispm-own-agent-turn agent)))
     (lispm-turn-waiting-requests turn)))
 

@@ -506,7 +506,7 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
 ;;; Waiting for answers
 
 (defun lispm-turn-waiting-requests (turn)
-  "Return the ids of the requests that TURN waits on, in its order of calls."
+  "Return the ids of the requests that TURN waits on, in the order it asked."
   (delq nil (mapcar (lambda (call)
                       (and (eq (plist-get call :waiting) 'reply) (plist-get call :request)))
                     (lispm-turn-calls turn))))
