@@ -125,6 +125,7 @@ def test_the_demo_script_answers_each_agent_with_its_own_rules() -> None:
     rules = demo.demo_script(Path("/demo/project"))
     own = [rule for rule in rules if rule.get("api") == "chat"]
     assert [rule["match"] for rule in own] == [demo.OWN_PROMPT, "list agents",
+                                               "get a reviewer", demo.REVIEWER_REQUEST,
                                                "which functions", ""]
     assert own[1]["steps"][0]["tool"] == "eval_elisp"  # type: ignore[index]
     # The CLIs' rules still answer them, the own agent's never do.
@@ -189,6 +190,10 @@ OWN_AGENT_DRIVER = r"""
   (lispm-agent-send agent "list agents")
   (demo-test-approve report 'list-approval)
   (push (cons 'list-state (demo-test-turn-over agent)) (car report))
+  (lispm-agent-send agent "get a reviewer")
+  (push (cons 'reviewer-state (demo-test-turn-over agent)) (car report))
+  (demo-test-wait (lambda () (null (lispm-agent-get "reviewer"))) "the reviewer to retire")
+  (push (cons 'reviewer-gone (null (lispm-agent-get "reviewer"))) (car report))
   (lispm-agent-send agent "which functions")
   (push (cons 'functions-state (demo-test-turn-over agent)) (car report))
   (lispm-agent-send agent "What can I try?")
@@ -243,6 +248,11 @@ def test_the_own_agent_plays_its_part_against_the_demo_gateway(tmp_path: Path) -
     assert report["list-approval"] == "eval"
     assert report["list-state"] == "done"
     assert 'What Emacs answered: "emacs (lispm, role default)"' in report["buffer"]
+    # A reviewer helper read notes.el and replied into the waiting call, then retired.
+    assert report["reviewer-state"] == "done"
+    assert f"The reviewer says: [Reply from reviewer to request R1]\n{demo.REVIEW}" \
+        in report["buffer"]
+    assert report["reviewer-gone"] is True
     # One run_lisp program read the project's .el files, no approval asked.
     assert report["functions-state"] == "done"
     assert ('The functions: Value: ("notes-parse-header (notes.el)"' in report["buffer"])

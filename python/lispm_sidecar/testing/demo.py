@@ -71,6 +71,12 @@ FUNCTIONS_PROGRAM = """(let ((names nil))
         (setq start (match-end 0))))))"""
 
 
+#: What the own agent asks of a reviewer, and what the reviewer answers.
+REVIEWER_REQUEST = "As LispM's reviewer, look over notes-parse-header in notes.el."
+REVIEW = ("notes-parse-header reads the header's name and value; check that it returns "
+          "nil for a line without a colon, and add a test for that line.")
+
+
 def own_agent_script() -> list[dict[str, object]]:
     """The own agent's rules: it speaks Chat Completions, which no CLI of the
     demo does (Claude speaks Anthropic's dialect, Codex Responses), so these
@@ -93,6 +99,18 @@ def own_agent_script() -> list[dict[str, object]]:
              "tool": "eval_elisp", "args": {"form": LIST_AGENTS_FORM}},
             {"say": "What Emacs answered: {last_tool_result}"},
         ]},
+        {"match": "get a reviewer", "api": "chat", "steps": [
+            {"text": "I ask the role reviewer: LispM starts a helper of it, which can "
+                     "read but never edit, and my call waits for its reply.",
+             "tool": "ask_agent",
+             "args": {"role": "reviewer", "request": REVIEWER_REQUEST}},
+            {"say": "The reviewer says: {last_tool_result}"},
+        ]},
+        {"match": REVIEWER_REQUEST, "api": "chat", "steps": [
+            {"tool": "read_file", "args": {"path": "notes.el"}},
+            {"tool": "reply", "args": {"request": "{request_id}", "text": REVIEW}},
+            {"say": "I replied; my work is done."},
+        ]},
         {"match": "which functions", "api": "chat", "steps": [
             {"text": "One Lisp program reads every .el file and collects its defuns: one "
                      "step, however many files; each read passes your policy.",
@@ -105,7 +123,9 @@ def own_agent_script() -> list[dict[str, object]]:
                    "plays my part again (undo the fix first); \"list agents\" asks Emacs "
                    "for its agents, by evaluating Lisp you approve in *LispM approvals* "
                    "(C-x o there, then a to allow or d to deny); \"which functions\" finds the "
-                   "project's functions with one run_lisp program."}]},
+                   "project's functions with one run_lisp program; \"get a reviewer\" "
+                   "asks a LispM reviewer, a helper that reads notes.el, replies and "
+                   "retires."}]},
     ]
 
 
