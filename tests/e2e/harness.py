@@ -102,6 +102,14 @@ def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
     return path
 
 
+def commit_project(path: Path) -> Path:
+    """Commit everything in PATH, a project: the own agent's tests put it back so."""
+    subprocess.run(["git", "-C", str(path), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "start"], check=True)
+    return path
+
+
 def run_ert_e2e(work: Path, ert_file: str, script: list[dict[str, Any]],
                 projects: list[Path], timeout: float = 600, holon: bool = False,
                 clis: tuple[str, ...] = ("claude", "codex"),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
+from .harness import ROOT, assert_ert_passed, commit_project, make_project, run_ert_e2e
 
 TODO = "one\ntwo\nthree\n"
 FIBONACCI = ("(defun lispm-e2e-fibonacci (n) (if (< n 2) n"
@@ -113,9 +113,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
     make_project(project, {"todo.txt": TODO})
-    subprocess.run(["git", "-C", str(project), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "start"], check=True)
+    commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
     assert_ert_passed(run, expected_tests=17)
     # The project's own git saw no commit and no ref from LispM.

@@ -15,13 +15,12 @@ model saw.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import ROOT, E2eRun, assert_ert_passed, make_project, run_ert_e2e
+from .harness import ROOT, E2eRun, assert_ert_passed, commit_project, make_project, run_ert_e2e
 
 OWN_ANSWER = "notes-parse-header returns nil for a line without a colon, once fixed."
 REVIEW = "Review: notes-parse-header fails on a header line with no colon."
@@ -107,11 +106,7 @@ def project(tmp_path: Path) -> Path:
     Committed, since the own agent's tests put it back as committed."""
     folder = tmp_path / "project"
     shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", folder)
-    make_project(folder)
-    subprocess.run(["git", "-C", str(folder), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "start"], check=True)
-    return folder
+    return commit_project(make_project(folder))
 
 
 def prompts(run: E2eRun, api: str) -> list[str]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
+from .harness import ROOT, assert_ert_passed, commit_project, make_project, run_ert_e2e
 
 TODO = "one\ntwo\nthree\n"
 NOTES = 40
@@ -97,8 +96,6 @@ def test_run_lisp_end_to_end(tmp_path: Path) -> None:
     (project / "notes").mkdir()
     for number in range(1, NOTES + 1):
         (project / "notes" / f"note-{number:02d}.org").write_text(note(number))
-    subprocess.run(["git", "-C", str(project), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "start"], check=True)
+    commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-run-lisp.el", script(project), [project], clis=())
     assert_ert_passed(run, expected_tests=8)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import ROOT, assert_ert_passed, make_project, run_ert_e2e
+from .harness import ROOT, assert_ert_passed, commit_project, make_project, run_ert_e2e
 
 #: A program that never ends by itself (its fuel is a billion steps).
 LOOP = "(let ((n 0)) (while t (setq n (1+ n))))"
@@ -44,9 +43,7 @@ def test_run_lisp_in_a_terminal(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(ROOT / "tests" / "fixtures" / "demo-project", project)
     make_project(project)
-    subprocess.run(["git", "-C", str(project), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "start"], check=True)
+    commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-tty.el", script(), [project], timeout=300,
                       clis=(), tty=True)
     assert_ert_passed(run, expected_tests=2)
