@@ -338,7 +338,7 @@ cannot find a program), so its data is that message alone."
 
 ;;; Starting
 
-(defun lispm-agents--default-folder ()
+(defun lispm-agents-default-folder ()
   "Return the folder a new agent works in: the current project's root."
   (file-name-as-directory
    (file-truename (if-let* ((project (project-current)))
@@ -406,7 +406,7 @@ An actor without a terminal is not started so: see
                 (mapconcat (lambda (k) (symbol-name (car k))) lispm-agent-kinds ", ")))
   (lispm-agent-executable kind)
   (let ((agent (lispm-agents-register
-                kind (or folder (lispm-agents--default-folder)) name resume role)))
+                kind (or folder (lispm-agents-default-folder)) name resume role)))
     (condition-case err
         (lispm-sidecar-async-request
          'lispm/agent-start

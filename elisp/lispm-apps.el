@@ -165,7 +165,7 @@ Then those of the shelf's ENTRIES function (`lispm-define-shelf')."
 (declare-function lispm-role-name "lispm-roles" (role))
 (declare-function lispm-role-description "lispm-roles" (role))
 (declare-function lispm-role-file "lispm-roles" (role))
-(declare-function lispm-agents--default-folder "lispm-agents" ())
+(declare-function lispm-agents-default-folder "lispm-agents" ())
 
 (defun lispm-apps--role-apps ()
   "Return an app for each role an agent in the current project can have.
@@ -184,7 +184,7 @@ current project (`lispm-helper-start')."
                           (interactive)
                           (lispm-helper-start name nil t))
                :page (lispm-role-file role))))
-          (lispm-roles-list (lispm-agents--default-folder))))
+          (lispm-roles-list (lispm-agents-default-folder))))
 
 (lispm-define-shelf roles
   "Roles"

@@ -63,9 +63,8 @@
 
 ;; LispM's own agent loads Org with its first session: required when a
 ;; helper is made, not when LispM loads.
-(declare-function lispm-agent--create "lispm-own-agent" (folder model session &optional role name))
-(declare-function lispm-agent--busy-p "lispm-own-agent" (agent))
-(declare-function lispm-agent-mode "lispm-own-agent" (&optional arg))
+(declare-function lispm-agent-make "lispm-own-agent" (folder model session &optional role name))
+(declare-function lispm-agent-busy-p "lispm-own-agent" (agent))
 (declare-function lispm-own-agent-p "lispm-own-agent" (object))
 (declare-function lispm-own-agent-model "lispm-own-agent" (agent))
 (declare-function lispm-own-agent-buffer "lispm-own-agent" (agent))
@@ -75,7 +74,7 @@
 (declare-function lispm-session-create "lispm-session" (folder &optional model-name agent-name))
 (declare-function lispm-session-insert-note "lispm-session" (buffer text))
 (declare-function lispm-session-save "lispm-session" (buffer message))
-(defvar lispm-agent--session-of)
+(declare-function lispm-agent-release-session "lispm-own-agent" (buffer))
 (defvar lispm-agent-turn-end-functions)
 
 ;;; Making a helper
@@ -105,7 +104,7 @@ with the sidecar, and its session notes who asked.  Signal
     (let* ((model (if (lispm-helpers--own-agent-p caller)
                       (lispm-own-agent-model caller)
                     (lispm-model-default)))
-           (agent (lispm-agent--create
+           (agent (lispm-agent-make
                    folder model (lambda (name) (lispm-session-create folder model name))
                    role (symbol-name role))))
       (setf (lispm-actor-caller agent) caller)
@@ -159,9 +158,9 @@ FOLDER defaults to the current project's root.  It is a helper without
 a caller: its role's policy and tools, and it does not retire.  With
 DISPLAY (always, interactively), show its buffer."
   (interactive
-   (let ((folder (lispm-agents--default-folder)))
+   (let ((folder (lispm-agents-default-folder)))
      (list (lispm-helpers--read-role folder) folder t)))
-  (let ((agent (lispm-helper-make role (or folder (lispm-agents--default-folder)))))
+  (let ((agent (lispm-helper-make role (or folder (lispm-agents-default-folder)))))
     (when display
       (pop-to-buffer (lispm-own-agent-buffer agent)))
     agent))
@@ -182,16 +181,14 @@ saved): the buffer stays, no longer an agent's, and
       (when (buffer-modified-p buffer)
         (lispm-session-save buffer (format "helper %s retired" (lispm-actor-name helper))))
       (if (or (get-buffer-window buffer t) (buffer-modified-p buffer))
-          (with-current-buffer buffer
-            (setq lispm-agent--session-of nil)
-            (lispm-agent-mode -1))
+          (lispm-agent-release-session buffer)
         (let ((kill-buffer-query-functions nil))
           (kill-buffer buffer))))))
 
 (defun lispm-helpers--retire-if-done (helper)
   "Retire HELPER if it is still there, idle, and nothing waits for it."
   (when (and (lispm-agent-live-p helper)
-             (not (lispm-agent--busy-p helper))
+             (not (lispm-agent-busy-p helper))
              (null (lispm-own-agent-pending helper)))
     (lispm-helper-retire helper)))
 

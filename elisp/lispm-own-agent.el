@@ -109,12 +109,19 @@ they are kept word for word."
   "Return the own agent of BUFFER (default: the current one), or nil."
   (buffer-local-value 'lispm-agent--session-of (or buffer (current-buffer))))
 
+(defun lispm-agent-release-session (buffer)
+  "Make BUFFER, an own agent's session, no agent's any more; keep its text.
+`lispm-agent-resume' makes it an agent's again."
+  (with-current-buffer buffer
+    (setq lispm-agent--session-of nil)
+    (lispm-agent-mode -1)))
+
 (defun lispm-agent--current ()
   "Return the own agent of the current buffer, or signal a `user-error'."
   (or (lispm-agent-of-session)
       (user-error "This is not the buffer of LispM's own agent")))
 
-(defun lispm-agent--busy-p (agent)
+(defun lispm-agent-busy-p (agent)
   "Return non-nil if AGENT is in a turn or compacting."
   (or (lispm-own-agent-compacting agent)
       (and (lispm-own-agent-turn agent)
@@ -187,7 +194,7 @@ It runs after the agent is idle again, before what waits for it starts.")
 (defun lispm-agent--next (agent)
   "Start AGENT's oldest waiting text, if it is free."
   (when (and (lispm-own-agent-pending agent)
-             (not (lispm-agent--busy-p agent))
+             (not (lispm-agent-busy-p agent))
              (buffer-live-p (lispm-own-agent-buffer agent)))
     (lispm-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
 
@@ -221,7 +228,7 @@ AGENT's activity is the turn's from then on."
   "Give AGENT TEXT, to start a turn now or when the turn under way ends."
   (when (string-empty-p (string-trim text))
     (user-error "Nothing to send"))
-  (if (lispm-agent--busy-p agent)
+  (if (lispm-agent-busy-p agent)
       (progn (setf (lispm-own-agent-pending agent)
                    (append (lispm-own-agent-pending agent) (list text)))
              (message "LispM: %s is busy; this waits for the turn's end"
@@ -305,7 +312,7 @@ Emacs took and never answered is AGENT's input, as if delivered now."
 
 ;;; Starting and ending
 
-(defun lispm-agent--create (folder model session &optional role name resume)
+(defun lispm-agent-make (folder model session &optional role name resume)
   "Make an own agent in FOLDER asking MODEL; register it and return it.
 SESSION is a function of the agent's name that returns its session's
 buffer.  ROLE defaults to `lispm-policy-default-role'.  NAME is the
@@ -393,7 +400,7 @@ of `lispm-models'; with a prefix argument, ask for both."
     (lispm-model-get model)
     (unless (file-directory-p folder)
       (user-error "No such folder: %s" folder))
-    (let ((agent (lispm-agent--create
+    (let ((agent (lispm-agent-make
                   folder model (lambda (name) (lispm-session-create folder model name)))))
       (when (called-interactively-p 'any)
         (pop-to-buffer (lispm-own-agent-buffer agent)))
@@ -439,7 +446,7 @@ asked of it meanwhile is its input."
            (model (if (assoc model lispm-models) model (lispm-model-default)))
            (recorded (buffer-local-value 'lispm-session-agent buffer))
            (free (and recorded (not (lispm-agent-get recorded))))
-           (agent (lispm-agent--create (if (and folder (file-directory-p folder)) folder
+           (agent (lispm-agent-make (if (and folder (file-directory-p folder)) folder
                                          default-directory)
                                        model (lambda (_name) buffer)
                                        nil (and free recorded) free)))
@@ -613,7 +620,7 @@ with \[lispm-agent-interrupt]; revert the turn at point with
 The summary is a heading you can read and edit; the old turns stay in
 the file, archived, and in git."
   (interactive (list (lispm-agent--current)))
-  (when (lispm-agent--busy-p agent)
+  (when (lispm-agent-busy-p agent)
     (user-error "%s is busy; compact once the turn is over" (lispm-actor-name agent)))
   (lispm-agent--compact agent (lambda (error-text)
                                 (unless error-text

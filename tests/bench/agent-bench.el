@@ -128,7 +128,7 @@
     (setq agent-bench--answered nil agent-bench--answers nil agent-bench--sent nil
           agent-bench--finished nil agent-bench--started (float-time))
     (lispm-agent-send agent text)
-    (agent-bench--wait (lambda () (not (lispm-agent--busy-p agent))) timeout text)
+    (agent-bench--wait (lambda () (not (lispm-agent-busy-p agent))) timeout text)
     (unless (eq (lispm-turn-state (agent-bench--turn agent)) 'done)
       (error "The turn for %S ended %s: %S" text
              (lispm-turn-state (agent-bench--turn agent))
@@ -163,7 +163,7 @@
     (lispm-agent-send agent (format "Stream %d characters" size))
     (agent-bench--wait (lambda () agent-bench--answered) 300 "the answer")
     (let ((answered agent-bench--answered))
-      (agent-bench--wait (lambda () (not (lispm-agent--busy-p agent))) 60 "the turn's end")
+      (agent-bench--wait (lambda () (not (lispm-agent-busy-p agent))) 60 "the turn's end")
       (let* ((turn (agent-bench--turn agent))
              (answer (plist-get (car (last (lispm-turn-messages turn))) :content)))
         (unless (eq (lispm-turn-state turn) 'done)

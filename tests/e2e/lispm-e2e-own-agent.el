@@ -147,7 +147,7 @@ is a conflict, and nothing changes."
       (should (eq (lispm-turn-state turn) 'aborted))
       (with-current-buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))
         (should (string-search "KEPT-EDIT" (buffer-string))))
-      (should-not (lispm-agent--busy-p agent)))))
+      (should-not (lispm-agent-busy-p agent)))))
 
 ;;; 6: sessions in git, resumed by a new Emacs
 
@@ -189,10 +189,10 @@ is a conflict, and nothing changes."
                   (let ((agent (lispm-agent-resume ,file)))
                     (lispm-agent-send agent "What is my name?")
                     (let ((deadline (+ (float-time) 60)))
-                      (while (and (lispm-agent--busy-p agent) (< (float-time) deadline))
+                      (while (and (lispm-agent-busy-p agent) (< (float-time) deadline))
                         (accept-process-output nil 0.05)))
                     (lispm-sessions-wait-for-commits 30)
-                    (kill-emacs (if (lispm-agent--busy-p agent) 1 0))))
+                    (kill-emacs (if (lispm-agent-busy-p agent) 1 0))))
                (current-buffer)))
       (should (= 0 (call-process (or (getenv "EMACS") "emacs") nil (list :file output) nil
                                  "--batch" "-Q" "-L" (expand-file-name "elisp" default-directory)
@@ -213,7 +213,7 @@ is a conflict, and nothing changes."
     (let ((before (length (lispm-e2e-own-body
                            (car (last (lispm-e2e-own-requests "another long story")))))))
       (lispm-agent-compact agent)
-      (lispm-e2e-wait (lambda () (not (lispm-agent--busy-p agent))) 30 "the compaction")
+      (lispm-e2e-wait (lambda () (not (lispm-agent-busy-p agent))) 30 "the compaction")
       (with-current-buffer (lispm-own-agent-buffer agent)
         (should (string-search "Summary" (buffer-string))))
       (lispm-e2e-own-send agent "After the summary")

@@ -201,7 +201,7 @@ under the run_lisp call; the turn's revert takes the first edit back."
       (lispm-turn-restart turn 'abort)
       (should (eq (lispm-turn-state turn) 'aborted))
       (should-not (lispm-run-lisp-running agent))
-      (should-not (lispm-agent--busy-p agent)))))
+      (should-not (lispm-agent-busy-p agent)))))
 
 (ert-deftest lispm-e2e-run-lisp-sleep-loop-refused ()
   "A loop that would sleep, or catch everything, is refused before it runs."

@@ -126,7 +126,7 @@ notes.el), and `user' a folder of the user's roles."
 
 (defun lispm-helpers-test--own-agent (folder &optional role)
   "Make an own agent of ROLE (default the default role) in FOLDER; return it."
-  (lispm-agent--create folder "scripted-2"
+  (lispm-agent-make folder "scripted-2"
                        (lambda (name) (lispm-session-create folder "scripted-2" name))
                        role))
 
@@ -378,7 +378,7 @@ Wait for it, 5 seconds at most."
                                (lispm-helpers-test--text (lispm-own-agent-buffer agent))))
         (lispm-agent-send agent "Hello.")
         (should (lispm-helpers-test--until (lambda () (= (length lispm-helpers-test--requests) 1))))
-        (should (lispm-helpers-test--until (lambda () (not (lispm-agent--busy-p agent)))))
+        (should (lispm-helpers-test--until (lambda () (not (lispm-agent-busy-p agent)))))
         ;; Past the turn's end and the timer a helper would retire from.
         (accept-process-output nil 0.05)
         (should (lispm-agent-live-p agent))
