@@ -43,6 +43,27 @@
       "]" (? "[" (group (+ (not (any "]")))) "]") "]")
   "Matches the org links LispM makes live: file and buffer links.")
 
+(defconst lispm-present-types '(agent symbol call request approval turn)
+  "The types of LispM's own links, written [[lispm:TYPE:ID][LABEL]].
+An agent's ID is its name; a symbol's its name; a request's its id
+\(R1); an approval's its id (A1); a turn's SESSION/TURN and a call's
+SESSION/TURN/CALL-ID, SESSION a session's id.")
+
+(defun lispm-present-link (type id &optional label)
+  "Return the Org link to the object of TYPE named ID, shown as LABEL.
+TYPE is one of `lispm-present-types', or `file' (ID \"PATH::LINE\" or
+PATH) or `buffer' (ID its name).  LABEL defaults to ID.  Brackets in
+ID and LABEL, which would end the link, are escaped as Org does."
+  (let ((target (if (memq type '(file buffer))
+                    (format "%s:%s" type id)
+                  (unless (memq type lispm-present-types)
+                    (error "Not a type of LispM's links: %S" type))
+                  (format "lispm:%s:%s" type id))))
+    (format "[[%s][%s]]" (org-link-escape target)
+            (replace-regexp-in-string "[][]" (lambda (bracket)
+                                               (if (equal bracket "[") "{" "}"))
+                                      (or label (format "%s" id)) t t))))
+
 (defun lispm-present-open-link (type target)
   "Follow a link of TYPE (\"file\" or \"buffer\") to TARGET."
   (pcase type
