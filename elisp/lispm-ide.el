@@ -697,7 +697,7 @@ With `make_frontmost' false, the file is visited in the background."
 
 ;;; Mentioning a region to Claude
 
-(defun lispm-ide--claude-agents ()
+(defun lispm-ide-claude-agents ()
   "Return the live Claude agents with a live terminal, oldest first."
   (cl-loop for agent in (lispm-agents)
            when (and (lispm-agent-p agent)
@@ -725,7 +725,7 @@ The agent's composer gets a reference to the file and lines, like
 `@notes.el#L3-7'; its terminal is shown.  Asks which agent if several
 Claude agents run."
   (interactive
-   (list (let ((agents (lispm-ide--claude-agents)))
+   (list (let ((agents (lispm-ide-claude-agents)))
            (unless buffer-file-name
              (user-error "This buffer visits no file"))
            (cond ((null agents) (user-error "No Claude agent is running"))

@@ -39,6 +39,7 @@
 (require 'lispm-approvals)
 (require 'lispm-model)
 (require 'lispm-sidecar)
+(require 'lispm-ide)
 
 ;;; What an entry needs
 
@@ -65,14 +66,7 @@ existing directory."
 (defun lispm-menu--missing-mention ()
   "Return what `lispm-send-region' lacks in this buffer, or nil."
   (cond ((not buffer-file-name) "a buffer visiting a file")
-        ((not (cl-some #'lispm-menu--claude-p (lispm-agents))) "a running Claude Code")))
-
-(defun lispm-menu--claude-p (agent)
-  "Return non-nil if AGENT is a Claude Code agent with a live terminal.
-Those are the agents `lispm-send-region' can mention code to."
-  (and (lispm-agent-p agent)
-       (eq (lispm-agent-kind agent) 'claude)
-       (buffer-live-p (lispm-agent-buffer agent))))
+        ((not (lispm-ide-claude-agents)) "a running Claude Code")))
 
 (defun lispm-menu--missing-cli (kind)
   "Return what starting an agent of KIND lacks here, or nil."
@@ -171,7 +165,10 @@ started by the entry for any kind."
      :inapt-if lispm-menu--missing-mention)]
    ["Sidecar"
     ("S" lispm-restart-sidecar :description lispm-menu--sidecar-description)
-    ("d" "Protocol log on/off (on: its events buffer)" lispm-toggle-debug)]]
+    ("d" lispm-toggle-debug
+     :description (lambda () (if (lispm-sidecar-debug-p)
+                                 "Protocol log: on (turn it off)"
+                               "Protocol log: off (turn it on, and show it)")))]]
   (interactive)
   ;; The kinds, and the autoloads of the commands above, come with `lispm'.
   (require 'lispm)

@@ -23,6 +23,7 @@
 ;; of its own served by LispM's Python sidecar.
 ;;
 ;; Start here:
+;;   M-x lispm-menu          one menu of all of it
 ;;   M-x lispm               the list of agents
 ;;   M-x lispm-agent         LispM's own agent, inside this Emacs
 ;;   M-x lispm-helper-start  an own agent of a role (reviewer, tester, ...)
@@ -49,12 +50,14 @@
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
 ;;   lispm-ledger.el    the ledger view
+;;   lispm-menu.el      the one menu (transient)
 ;;   lispm-views.el     Emacs as the agents see it: the editor-state push
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
 ;;   lispm-policy.el    allow / ask / deny per role and kind
 ;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
 ;;   lispm-helpers.el   helpers started from roles; the agents and roles listed
-;;   lispm-approvals.el the approvals buffer and its mode-line notice
+;;   lispm-approvals.el the approvals buffer
+;;   lispm-notice.el    when an agent needs you: the list's mark, the mode line
 ;;   lispm-edit.el      editing as one undo step, change records, revert
 ;;   lispm-tools.el     LispM's tool registry and its base tools
 ;;   lispm-skills.el    org-file skills, and trusting a project's code
@@ -90,6 +93,7 @@
 (require 'lispm-policy)
 (require 'lispm-roles)
 (require 'lispm-approvals)
+(require 'lispm-notice)
 (require 'lispm-tools)
 (require 'lispm-skills)
 (require 'lispm-calls)
@@ -102,6 +106,7 @@
 ;; (package.el makes none for apps/).  "apps/..." is found through the
 ;; directory of this file, on `load-path' in both.
 (autoload 'lispm-apps "lispm-apps" "Open the LispM App Store." t)
+(autoload 'lispm-menu "lispm-menu" "Show a menu of what LispM does." t)
 
 ;; LispM's own agent loads Org with its first session, so only when used.
 (autoload 'lispm-agent "lispm-own-agent" "Start LispM's own agent." t)
