@@ -24,9 +24,9 @@
 ;; section each, newest last: who asks (agent and role), the kind, and
 ;; what: an edit's diff, a shell command with its folder, an eval form
 ;; pretty-printed, an Org file (a skill an agent writes) as Org shows
-;; it.  While anything waits, the mode line says so
-;; (`lispm-approvals-mode-line').  Later CALLBACK is called exactly once
-;; with one of:
+;; it.  While anything waits, the mode line says so (lispm-notice.el
+;; follows `lispm-approvals-changed-hook').  Later CALLBACK is called
+;; exactly once with one of:
 ;;
 ;;   (:decision allow)                    allowed once
 ;;   (:decision allow :for-session t)     allowed, and this kind stays
@@ -437,41 +437,6 @@ Each section is one approval.  On a section:
       (when (window-live-p window)
         (ignore-errors (quit-restore-window window 'bury))))))
 
-;;; The mode line
-
-(defvar lispm-approvals-mode-line ""
-  "The mode line notice that approvals wait: \" LispM:N waiting\".
-It is in `global-mode-string' while anything waits.")
-(put 'lispm-approvals-mode-line 'risky-local-variable t)
-
-(defvar-keymap lispm-approvals--mode-line-map
-  :doc "Keymap of the mode line notice of waiting approvals."
-  "<mode-line> <mouse-1>" #'lispm-approvals-show)
-
-(defun lispm-approvals--update-mode-line ()
-  "Show in the mode line how many approvals wait, or nothing if none."
-  (let ((count (length lispm-approvals--pending)))
-    (if (zerop count)
-        (progn
-          (setq lispm-approvals-mode-line "")
-          (when (listp global-mode-string)
-            (setq global-mode-string
-                  (delq 'lispm-approvals-mode-line global-mode-string))))
-      (setq lispm-approvals-mode-line
-            (propertize (format " LispM:%d waiting" count)
-                        'face 'warning
-                        'mouse-face 'mode-line-highlight
-                        'help-echo "mouse-1: show the approvals that wait"
-                        'local-map lispm-approvals--mode-line-map))
-      ;; A list whose first element is a symbol is a conditional (SYMBOL
-      ;; THEN ELSE) to the mode line: start it with a string.
-      (unless (and (consp global-mode-string) (stringp (car global-mode-string)))
-        (setq global-mode-string (cons "" (ensure-list global-mode-string))))
-      (unless (memq 'lispm-approvals-mode-line global-mode-string)
-        (setq global-mode-string
-              (append global-mode-string '(lispm-approvals-mode-line))))))
-  (force-mode-line-update t))
-
 ;;; The ledger
 
 (defun lispm-approvals--audit (agent role kind what decision &optional reason)
@@ -493,9 +458,8 @@ DECISION is a symbol: `allow', `allow-session', `deny' or `withdrawn'."
 ;;; Asking and answering
 
 (defun lispm-approvals--changed ()
-  "Show the change of the pending approvals in the buffer and the mode line."
+  "Show the change of the pending approvals in the buffer, and announce it."
   (lispm-approvals--render)
-  (lispm-approvals--update-mode-line)
   (when (and lispm-approvals-hide-when-done (null lispm-approvals--pending))
     (lispm-approvals--hide))
   (run-hooks 'lispm-approvals-changed-hook))

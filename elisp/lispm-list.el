@@ -15,8 +15,9 @@
 ;;; Commentary:
 
 ;; `M-x lispm' shows every live agent in one list: name, kind, folder,
-;; state, queued messages and MCP port.  The list follows the registry
-;; live.  RET visits an agent's terminal, `k' closes the agent, `g'
+;; state, queued messages, MCP port, and why the agent needs you, if it
+;; does (`lispm-notice-reasons'), after a "!".  The list follows the
+;; registry live.  RET visits an agent's terminal, `k' closes the agent, `g'
 ;; refreshes, `s' starts a new agent, `A' shows what the agent on the
 ;; line waits for the user to approve.
 
@@ -25,10 +26,9 @@
 (require 'tabulated-list)
 (require 'lispm-agents)
 (require 'lispm-resume)
+(require 'lispm-notice)
 
 (declare-function lispm-start-agent "lispm" (kind &optional folder))
-(declare-function lispm-approvals-show "lispm-approvals" (&optional agent))
-(declare-function lispm-approvals-count "lispm-approvals" (&optional agent))
 
 (defconst lispm-list-buffer-name "*LispM*"
   "The name of the agent list's buffer.")
@@ -46,7 +46,7 @@
   (setq tabulated-list-format
         [("Name" 12 t) ("Kind" 8 t) ("Role" 10 t) ("Folder" 36 t) ("State" 20 t)
          ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)
-         ("Approvals" 9 t :right-align t)])
+         ("Needs you" 30 t)])
   (setq tabulated-list-padding 1)
   (add-hook 'tabulated-list-revert-hook #'lispm-list--fill nil t)
   (tabulated-list-init-header))
@@ -71,6 +71,9 @@
 (defface lispm-list-waiting-for-approval '((t :inherit error))
   "Face of the state of an agent whose CLI waits for the user's approval.")
 
+(defface lispm-list-needs-you '((t :inherit warning))
+  "Face of why an agent needs the user.")
+
 (defun lispm-list--entry (agent)
   "Return the tabulated-list entry of AGENT."
   (let ((state (symbol-name (lispm-agent-display-state agent))))
@@ -84,10 +87,10 @@
                   (if-let* ((port (and (lispm-agent-p agent) (lispm-agent-port agent))))
                       (number-to-string port)
                     "")
-                  (let ((waiting (if (fboundp 'lispm-approvals-count)
-                                     (lispm-approvals-count agent)
-                                   0)))
-                    (if (zerop waiting) "" (number-to-string waiting)))))))
+                  (if-let* ((reasons (lispm-notice-reasons agent)))
+                      (propertize (concat "! " (mapconcat #'cdr reasons ", "))
+                                  'face 'lispm-list-needs-you)
+                    "")))))
 
 (defun lispm-list--fill ()
   "Fill the list from the registry."
@@ -101,9 +104,7 @@
       (tabulated-list-print t))))
 
 (add-hook 'lispm-agents-changed-hook #'lispm-list--refresh)
-;; The list counts each agent's approvals: lispm-approvals.el, which does
-;; not load this file, runs this hook whenever one arrives or goes.
-(add-hook 'lispm-approvals-changed-hook #'lispm-list--refresh)
+(add-hook 'lispm-notice-changed-hook #'lispm-list--refresh)
 
 (defun lispm-list--agent ()
   "Return the agent on the current line, or signal a `user-error'."

@@ -4,8 +4,8 @@
 
 ;; Requests return at once; the buffer shows who asks and what; each
 ;; key answers exactly once; several wait at once; agents that leave
-;; have theirs withdrawn; the mode line counts; the ledger hears every
-;; decision; the agent list finds an agent's approvals.
+;; have theirs withdrawn; the ledger hears every decision; the agent
+;; list finds an agent's approvals.  (The mode line: lispm-notice-test.el.)
 
 ;;; Code:
 
@@ -29,7 +29,6 @@
           (lispm-approvals--pending nil)
           (lispm-approvals--counter 0)
           (lispm-approvals-changed-hook nil)
-          (lispm-approvals-mode-line "")
           (global-mode-string nil)
           (lispm-approvals-test--audits nil)
           (folder (file-name-as-directory (file-truename (make-temp-file "lispm-approvals-" t)))))
@@ -51,15 +50,6 @@
   "Return (CALLBACK . CALLS): CALLBACK pushes its argument on CALLS's car."
   (let ((calls (list nil)))
     (cons (lambda (result) (push result (car calls))) calls)))
-
-(defun lispm-approvals-test--mode-line (construct)
-  "Return the text of the mode line CONSTRUCT: strings, symbols and lists.
-\(`format-mode-line' gives nothing in batch mode.)"
-  (cond ((stringp construct) (substring-no-properties construct))
-        ((null construct) "")
-        ((symbolp construct) (lispm-approvals-test--mode-line (symbol-value construct)))
-        ((consp construct) (mapconcat #'lispm-approvals-test--mode-line construct ""))
-        (t (error "Unexpected mode line construct %S" construct))))
 
 (defun lispm-approvals-test--text ()
   "Return the approvals buffer's text."
@@ -392,37 +382,6 @@ See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder))
       (should-not (lispm-approvals-withdraw id "again"))
       (should-not (lispm-approvals-withdraw (lispm-approval--make :id id) "a stranger"))
       (should (= (length (car (cdr rec))) 1)))))
-
-;;; The mode line
-
-(ert-deftest lispm-approvals-test-mode-line-count ()
-  (lispm-approvals-test--with-state
-    (let* ((codex (lispm-approvals-test--agent "codex" folder))
-           (id1 (lispm-approvals-request codex nil 'shell '(:command "a") #'ignore)))
-      (should (memq 'lispm-approvals-mode-line global-mode-string))
-      ;; Not (SYMBOL ...), which the mode line reads as a conditional and
-      ;; shows as *invalid*.
-      (should (stringp (car global-mode-string)))
-      (should (equal (lispm-approvals-test--mode-line lispm-approvals-mode-line) " LispM:1 waiting"))
-      (let ((id2 (lispm-approvals-request codex nil 'shell '(:command "b") #'ignore)))
-        (should (equal (lispm-approvals-test--mode-line global-mode-string) " LispM:2 waiting"))
-        (should (= (cl-count 'lispm-approvals-mode-line global-mode-string) 1))
-        (lispm-approvals-allow id1)
-        (should (equal (lispm-approvals-test--mode-line global-mode-string) " LispM:1 waiting"))
-        (lispm-approvals-deny id2 "no"))
-      (should-not (memq 'lispm-approvals-mode-line global-mode-string))
-      (should (equal (lispm-approvals-test--mode-line global-mode-string) ""))
-      ;; Clicking shows the buffer.
-      (should (eq (keymap-lookup (get-text-property 0 'local-map
-                                                    (progn (lispm-approvals-request
-                                                            codex nil 'eval '(:form "1") #'ignore)
-                                                           lispm-approvals-mode-line))
-                                 "<mode-line> <mouse-1>")
-                  #'lispm-approvals-show))
-      ;; A string global-mode-string is kept.
-      (let ((global-mode-string "clock"))
-        (lispm-approvals--update-mode-line)
-        (should (equal (lispm-approvals-test--mode-line global-mode-string) "clock LispM:1 waiting"))))))
 
 ;;; The ledger
 

@@ -4,7 +4,8 @@
 
 ;; `k' in the list: an idle agent closes at once; one that is working,
 ;; waits for an approval or has messages waiting is closed only if the
-;; user says so.  The agents are fakes without a terminal or a server.
+;; user says so.  The list shows live why an agent needs you.  The
+;; agents are fakes without a terminal or a server.
 
 ;;; Code:
 
@@ -76,6 +77,26 @@ terminal; close it anyway? ")
         (should (equal (lispm-list-test--close nil) nil))
         (should-not (lispm-agent-live-p own))
         (should (lispm-agent-live-p agent))))))
+
+(defun lispm-list-test--text ()
+  "Return the agent list's text."
+  (with-current-buffer lispm-list-buffer-name
+    (buffer-substring-no-properties (point-min) (point-max))))
+
+(ert-deftest lispm-list-test-shows-who-needs-you-live ()
+  (lispm-list-test--with-agent (agent 'busy 0)
+    (let ((lispm-approvals--pending nil))
+      (should (string-match-p "^ codex +codex .* busy " (lispm-list-test--text)))
+      (should-not (string-search "!" (lispm-list-test--text)))
+      (let ((id (lispm-approvals-request agent nil 'shell '(:command "ls") #'ignore)))
+        (should (string-match-p "^ codex .* busy .* ! 1 approval$" (lispm-list-test--text)))
+        (lispm-approvals-allow id))
+      (should (string-match-p "^ codex .* busy " (lispm-list-test--text)))
+      (should-not (string-search "!" (lispm-list-test--text)))
+      ;; The CLI's own prompt, as the sidecar reports it.
+      (lispm-agents-set-activity agent 'waiting-for-approval)
+      (should (string-match-p "^ codex .*waiting-for-approval.* ! approval prompt$"
+                              (lispm-list-test--text))))))
 
 (provide 'lispm-list-test)
 ;;; lispm-list-test.el ends here
