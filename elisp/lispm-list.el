@@ -29,6 +29,7 @@
 (require 'lispm-notice)
 
 (declare-function lispm-start-agent "lispm" (kind &optional folder))
+(declare-function lispm-inspect "lispm-inspect" (agent))
 
 (defconst lispm-list-buffer-name "*LispM*"
   "The name of the agent list's buffer.")
@@ -37,6 +38,7 @@
   :doc "Keymap of the LispM agent list."
   "RET" #'lispm-list-visit
   "A" #'lispm-approvals-show
+  "i" #'lispm-inspect
   "k" #'lispm-list-close
   "s" #'lispm-start-agent)
 
