@@ -16,9 +16,11 @@
 
 ;; `M-x lispm-ledger' shows what LispM's agents said to each other, newest
 ;; first, from the sidecar's durable ledger: time, kind, sender,
-;; recipient, request id, state and text.  Agent names and the places in
-;; a message ([[file:PATH::LINE]], [[buffer:NAME]]) are buttons.  `f'
-;; shows one agent's traffic only, `RET' a whole message, `g' refreshes.
+;; recipient, request id, state and text.  Agent names, request ids and
+;; the links in a message are presentations (lispm-present.el).  `f'
+;; shows one agent's traffic only, `r' one request's, `RET' a whole
+;; message, `g' refreshes.  `lispm-ledger-show-request' shows one
+;; request's entries: a request's presentation follows to it.
 
 ;;; Code:
 
@@ -32,13 +34,17 @@
 (defvar-local lispm-ledger--agent nil
   "The agent whose messages the ledger view shows, or nil for all.")
 
+(defvar-local lispm-ledger--request nil
+  "The request whose entries the ledger view shows, or nil for all.")
+
 (defvar-local lispm-ledger--entries nil
   "The entries shown, as plists from the sidecar.")
 
 (defvar-keymap lispm-ledger-mode-map
   :doc "Keymap of the LispM ledger view."
   "RET" #'lispm-ledger-show-entry
-  "f" #'lispm-ledger-filter)
+  "f" #'lispm-ledger-filter
+  "r" #'lispm-ledger-show-request)
 
 (define-derived-mode lispm-ledger-mode tabulated-list-mode "LispM-Ledger"
   "The ledger of LispM's messages, requests and replies, newest first.
@@ -51,9 +57,9 @@
   (tabulated-list-init-header))
 
 (defun lispm-ledger--agent-cell (name)
-  "Return a table cell for the agent NAME, a button when it is live."
+  "Return a table cell for the agent NAME, a presentation when it is live."
   (if (and name (lispm-agent-get name))
-      (list name 'type 'lispm-agent 'lispm-agent name)
+      (lispm-present-string 'agent name)
     (or name "")))
 
 (defun lispm-ledger--time (seconds)
@@ -73,7 +79,8 @@
                   (lispm-ledger--agent-cell (plist-get entry :sender))
                   (lispm-ledger--agent-cell (plist-get entry :recipient))
                   (if-let* ((request (plist-get entry :request_id)))
-                      (format "%s %s" request (or (plist-get entry :request_state) ""))
+                      (concat (lispm-present-string 'request request) " "
+                              (or (plist-get entry :request_state) ""))
                     "")
                   (or (plist-get entry :state) "")
                   (concat (if-let* ((reason (plist-get entry :reason)))
@@ -81,15 +88,27 @@
                             "")
                           (lispm-present-text (car (split-string text "\n"))))))))
 
-(defun lispm-ledger--fetch ()
-  "Fetch the newest entries from the sidecar and fill the table."
+(defun lispm-ledger--newest (agent request)
+  "Return the newest entries from the sidecar: AGENT's, REQUEST's, or all.
+AGENT or REQUEST nil means any.  The sidecar gives the newest 500,
+which the request's are looked for in."
   (let ((answer (lispm-sidecar-request
-                 'lispm/ledger (append '(:limit 500)
-                                       (and lispm-ledger--agent
-                                            (list :agent lispm-ledger--agent))))))
-    (setq lispm-ledger--entries (append (plist-get answer :entries) nil)
-          tabulated-list-entries (mapcar #'lispm-ledger--row lispm-ledger--entries))
-    (setq mode-line-process (and lispm-ledger--agent (format " [%s]" lispm-ledger--agent)))))
+                 'lispm/ledger (append '(:limit 500) (and agent (list :agent agent))))))
+    (seq-filter (lambda (entry)
+                  (or (null request) (equal (plist-get entry :request_id) request)))
+                (append (plist-get answer :entries) nil))))
+
+(defun lispm-ledger--fetch (&optional entries)
+  "Fill the table with ENTRIES, by default the newest from the sidecar."
+  (setq lispm-ledger--entries (or entries
+                                  (lispm-ledger--newest lispm-ledger--agent
+                                                        lispm-ledger--request))
+        tabulated-list-entries (mapcar #'lispm-ledger--row lispm-ledger--entries))
+  (setq mode-line-process
+        (and (or lispm-ledger--agent lispm-ledger--request)
+             (format " [%s]" (string-join (delq nil (list lispm-ledger--agent
+                                                          lispm-ledger--request))
+                                          " ")))))
 
 (defun lispm-ledger-filter (agent)
   "Limit the view to what AGENT sent or received; empty means everyone."
@@ -97,7 +116,8 @@
    (list (completing-read "Agent (empty for all): "
                           (mapcar #'lispm-actor-name (lispm-agents))))
    lispm-ledger-mode)
-  (setq lispm-ledger--agent (and (not (string-empty-p agent)) agent))
+  (setq lispm-ledger--agent (and (not (string-empty-p agent)) agent)
+        lispm-ledger--request nil)
   (revert-buffer))
 
 (defun lispm-ledger-show-entry ()
@@ -118,6 +138,33 @@
         (insert (lispm-present-text (or (plist-get entry :text) "")))))))
 
 ;;;###autoload
+(defun lispm-ledger-show-request (request)
+  "Show the ledger's entries of REQUEST, an id such as \"R1\", newest first.
+Interactively, the request of the entry on this line, or one asked
+for.  Signal a `user-error', changing nothing, if the ledger's newest
+entries know no such request."
+  (interactive
+   (list (or (and (derived-mode-p 'lispm-ledger-mode)
+                  (when-let* ((id (tabulated-list-get-id))
+                              (entry (seq-find (lambda (e) (equal (plist-get e :id) id))
+                                               lispm-ledger--entries)))
+                    (plist-get entry :request_id)))
+             (read-string "Request: "))))
+  (let ((entries (or (lispm-ledger--newest nil request)
+                     (user-error "The ledger knows no request %s" request)))
+        (buffer (get-buffer-create lispm-ledger-buffer-name)))
+    (with-current-buffer buffer
+      (unless (derived-mode-p 'lispm-ledger-mode)
+        (lispm-ledger-mode))
+      (setq lispm-ledger--agent nil
+            lispm-ledger--request request)
+      (lispm-ledger--fetch entries)
+      (tabulated-list-print t)
+      (goto-char (point-min)))
+    (pop-to-buffer buffer)
+    buffer))
+
+;;;###autoload
 (defun lispm-ledger (&optional agent)
   "Show the ledger of LispM's messages, newest first.
 With a prefix argument, ask for the AGENT whose messages to show."
@@ -127,7 +174,8 @@ With a prefix argument, ask for the AGENT whose messages to show."
     (with-current-buffer buffer
       (unless (derived-mode-p 'lispm-ledger-mode)
         (lispm-ledger-mode))
-      (setq lispm-ledger--agent agent)
+      (setq lispm-ledger--agent agent
+            lispm-ledger--request nil)
       (lispm-ledger--fetch)
       (tabulated-list-print t))
     (pop-to-buffer-same-window buffer)))

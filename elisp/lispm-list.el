@@ -27,6 +27,7 @@
 (require 'lispm-agents)
 (require 'lispm-resume)
 (require 'lispm-notice)
+(require 'lispm-present)
 
 (declare-function lispm-start-agent "lispm" (kind &optional folder))
 (declare-function lispm-inspect "lispm-inspect" (agent))
@@ -80,7 +81,7 @@
   "Return the tabulated-list entry of AGENT."
   (let ((state (symbol-name (lispm-agent-display-state agent))))
     (list (lispm-actor-name agent)
-          (vector (lispm-actor-name agent)
+          (vector (lispm-present-string 'agent (lispm-actor-name agent))
                   (symbol-name (lispm-actor-kind agent))
                   (symbol-name (lispm-actor-effective-role agent))
                   (abbreviate-file-name (lispm-actor-folder agent))
