@@ -35,6 +35,7 @@
 ;;   M-x lispm-start-agent   ask which agent to start
 ;;   M-x lispm-resume-agents the agents of the last Emacs, back
 ;;   M-x lispm-ledger        who said what to whom
+;;   M-x lispm-inspect       one agent, whole: policy, approvals, inbox, calls
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
 ;;
 ;; The files, one concern each:
@@ -50,6 +51,7 @@
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-present.el   messages with live places and agent names
 ;;   lispm-ledger.el    the ledger view
+;;   lispm-inspect.el   the inspector: one agent, whole, live
 ;;   lispm-menu.el      the one menu (transient)
 ;;   lispm-views.el     Emacs as the agents see it: the editor-state push
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
@@ -113,6 +115,8 @@
 (autoload 'lispm-agent-resume "lispm-own-agent" "Reopen a session of LispM's own agent." t)
 (autoload 'lispm-agent-revert-turn "lispm-own-agent" "Take back what a turn changed." t)
 (autoload 'lispm-agent-compact "lispm-own-agent" "Summarise a session's older turns." t)
+;; The inspector is an Org buffer: Org loads with the first one.
+(autoload 'lispm-inspect "lispm-inspect" "Show an agent whole, in its inspector." t)
 ;;;###autoload
 (autoload 'lispm-doctor "apps/lispm-app-doctor" "Talk with LispM's Doctor." t)
 ;;;###autoload
