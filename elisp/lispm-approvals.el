@@ -52,6 +52,7 @@
 (require 'lispm-sidecar)
 (require 'lispm-agents)
 (require 'lispm-policy)
+(require 'lispm-present)
 
 ;;; Options
 
@@ -292,9 +293,11 @@ Each section is one approval.  On a section:
          (target (lispm-approval-target approval))
          (kind (lispm-approval-kind approval)))
     (insert (propertize (format "%s  " (lispm-approval-id approval)) 'face 'shadow)
-            (let ((asker (lispm-approvals-asker approval)))
-              (add-face-text-property 0 (length (lispm-actor-name agent))
-                                      'lispm-approvals-agent nil asker)
+            (let* ((name (lispm-actor-name agent))
+                   (asker (concat (lispm-present-string 'agent name)
+                                  (substring (lispm-approvals-asker approval)
+                                             (length name)))))
+              (add-face-text-property 0 (length name) 'lispm-approvals-agent nil asker)
               asker)
             " asks for "
             (propertize (symbol-name kind) 'face 'lispm-approvals-kind))

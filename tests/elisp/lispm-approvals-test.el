@@ -152,7 +152,11 @@
         (search-forward "-  (split-string")
         (should (memq 'diff-removed (ensure-list (get-text-property (1- (point)) 'face))))
         (should (derived-mode-p 'lispm-approvals-mode))
-        (should buffer-read-only)))))
+        (should buffer-read-only)
+        ;; Who asks is a presentation of that agent.
+        (goto-char (point-min))
+        (search-forward "claude (role reviewer)")
+        (should (equal (seq-take (lispm-present-at (match-beginning 0)) 2) '(agent "claude")))))))
 
 (ert-deftest lispm-approvals-test-org-file-shown-as-org ()
   (require 'org)
