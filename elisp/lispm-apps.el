@@ -158,6 +158,10 @@ Then those of the shelf's ENTRIES function (`lispm-define-shelf')."
   "Classic AI"
   "Programs from the first decades of AI research, running again in Emacs.")
 
+(lispm-define-shelf ai-harness
+  "AI Harness"
+  "The agents LispM runs: whether each is installed here, how to install and start it.")
+
 ;;; The Roles shelf
 
 (declare-function lispm-helper-start "lispm-helpers" (role &optional folder display))
@@ -286,7 +290,7 @@ in the face `lispm-apps-input'."
 (defun lispm-apps--insert-app (app)
   "Insert the store's line for APP."
   (let ((start (point)))
-    (insert "  " (propertize (string-pad (lispm-app-title app) 10)
+    (insert "  " (propertize (string-pad (concat (lispm-app-title app) " ") 10)
                              'face 'lispm-apps-title)
             (lispm-app-summary app) "\n      ")
     (insert-button "Open" 'action (lambda (_) (lispm-apps-open app))
