@@ -273,6 +273,7 @@ It is in `global-mode-string' while any agent needs the user.")
 
 ;;; Going there
 
+;;;###autoload
 (defun lispm-notice-visit ()
   "Go to the first thing that waits for you.
 An approval in LispM shows in the approvals buffer; anything else, in

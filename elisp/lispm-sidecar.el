@@ -383,11 +383,11 @@ Emacs would otherwise kill it before it deletes the agents' files."
 See \\[lispm-toggle-debug]."
   :type 'natnum)
 
-;;;###autoload
 (defun lispm-sidecar-debug-p ()
   "Return non-nil if the log of the Emacs-sidecar traffic is on."
   (not (zerop lispm-sidecar--log-size)))
 
+;;;###autoload
 (defun lispm-toggle-debug ()
   "Turn the log of the Emacs-sidecar traffic on or off, and show it when on.
 Tokens never cross this link, so the log holds none."

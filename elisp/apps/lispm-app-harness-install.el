@@ -234,7 +234,7 @@ EVENT is the terminal's sentinel event, \"finished\\n\" on success.")
   (string-trim (format "%s %s" (or (alist-get kind lispm-agent-kinds) kind)
                        (or (lispm-harness-tested-version kind) ""))))
 
-(defun lispm-harness--read-prefix ()
+(defun lispm-harness-read-prefix ()
   "Ask for the folder to install into, defaulting to `lispm-harness-prefix'."
   (read-directory-name "Install into: " lispm-harness-prefix lispm-harness-prefix))
 
@@ -249,7 +249,7 @@ machine or a tool it needs is missing: the message says what to run."
   (interactive (list (intern (completing-read "Install: " '("claude" "codex" "hermes"
                                                             "openclaw" "holon")
                                               nil t))
-                     (and current-prefix-arg (lispm-harness--read-prefix))))
+                     (and current-prefix-arg (lispm-harness-read-prefix))))
   (let* ((prefix (file-name-as-directory (expand-file-name (or prefix lispm-harness-prefix))))
          (recipe (lispm-harness-install-recipe kind prefix))
          (command (plist-get recipe :command))

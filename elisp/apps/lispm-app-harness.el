@@ -145,7 +145,7 @@ Install it, then run:\n" (string-join missing ", "))))
                                                 (lambda (prefix)
                                                   (interactive
                                                    (list (and current-prefix-arg
-                                                              (lispm-harness--read-prefix))))
+                                                              (lispm-harness-read-prefix))))
                                                   (lispm-harness-install kind prefix))))
                                   "Run this command, once you approve it (C-u: another folder)")
            (insert "runs this, after your approval; by hand, without a network, the same:\n")))

@@ -155,12 +155,13 @@
       (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'doctor))
       (lispm-apps-next 1)
       (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'mycin))
-      ;; Then the Roles shelf: LispM's own roles, in order.
-      (dolist (id '(role-default role-reviewer role-tester))
+      ;; Then the AI Harness shelf, and the Roles shelf: LispM's own roles, in order.
+      (dolist (id '(harness-claude harness-codex harness-hermes harness-openclaw harness-holon
+                    role-default role-reviewer role-tester))
         (lispm-apps-next 1)
         (should (eq (lispm-app-id (lispm-apps--app-at-point)) id)))
       (should-error (lispm-apps-next 1) :type 'user-error)
-      (lispm-apps-previous 5)
+      (lispm-apps-previous 10)
       (should (eq (lispm-app-id (lispm-apps--app-at-point)) 'blocks))
       (should (= 2 (length (window-list))))
       (lispm-apps-quit)
