@@ -767,6 +767,22 @@ Otherwise mark it stale: it is redrawn when shown again."
                                  (lispm-actor-name lispm-inspect--agent)))
         (lispm-agent-revert-turn lispm-inspect--agent number)))))
 
+(defun lispm-inspect-withdraw ()
+  "Take back the message at point, still queued: its sender is told.
+Only a plain message can be withdrawn; a request or a reply is waited on."
+  (interactive nil lispm-inspect-mode)
+  (let ((id (cadr (lispm-inspect--item-or-error 'message)))
+        (buffer (current-buffer)))
+    (unless (natnump id)
+      (user-error "This line is no message of the ledger"))
+    (lispm-sidecar-async-request
+     'lispm/withdraw (list :message_id id)
+     :on-success (lambda (result)
+                   (message "LispM: %s" (plist-get result :text))
+                   (when (buffer-live-p buffer)
+                     (with-current-buffer buffer (lispm-inspect-refresh))))
+     :on-error (lambda (text) (message "LispM: not withdrawn: %s" text)))))
+
 (defun lispm-inspect-refresh ()
   "Draw the inspector afresh and ask the ledger again."
   (interactive nil lispm-inspect-mode)
@@ -806,6 +822,7 @@ Otherwise mark it stale: it is redrawn when shown again."
   "a" #'lispm-inspect-allow
   "d" #'lispm-inspect-deny
   "r" #'lispm-inspect-revert-turn
+  "w" #'lispm-inspect-withdraw
   "i" #'lispm-inspect
   "g" #'lispm-inspect-refresh
   "q" #'quit-window
@@ -817,6 +834,7 @@ It follows the agent live.  On an item:
 \\<lispm-inspect-mode-map>
 \\[lispm-inspect-allow] allows the approval, \\[lispm-inspect-deny] denies it.
 \\[lispm-inspect-revert-turn] reverts the turn (an own agent's).
+\\[lispm-inspect-withdraw] withdraws a plain message still queued for it.
 \\[lispm-inspect] inspects the agent of the link at point.
 \\[org-open-at-point] follows the link at point.
 \\[lispm-inspect-refresh] redraws and asks the ledger again; \\[quit-window] quits.

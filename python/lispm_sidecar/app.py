@@ -64,6 +64,7 @@ from .protocol import (
     SendMessageParams,
     StatsResult,
     ToolResultParams,
+    WithdrawParams,
 )
 from .rpc import EmacsLink
 from .runtime import remove_orphans, runtime_root
@@ -125,6 +126,7 @@ class Sidecar:
         link.serve(protocol.ASK_AGENT, self.ask_agent)
         link.serve(protocol.REPLY, self.reply)
         link.serve(protocol.REQUESTS, self.requests)
+        link.serve(protocol.WITHDRAW, self.withdraw)
         link.serve(protocol.ACTOR_ACTIVITY, self.actor_activity)
         link.serve(protocol.PING, self.ping)
         link.serve(protocol.PING_EMACS, self.ping_emacs)
@@ -290,6 +292,10 @@ class Sidecar:
         sender = self.agents.get(params["name"], params["instance"])
         return {"text": await self.agents.messenger.reply(
             sender.name, params["request_id"], params["text"])}
+
+    async def withdraw(self, params: WithdrawParams) -> MessageSentResult:
+        """Take back a queued plain message, for the user (the inspector's `w`)."""
+        return {"text": await self.agents.messenger.withdraw(params["message_id"])}
 
     async def requests(self, params: RequestsParams) -> RequestsResult:
         """Say how the requests of the agent PARAMS name stand, and which open

@@ -912,6 +912,14 @@ class LedgerStore:
             "state = 'failed', failed_at = ?, reason = ?", (self._clock(), _reason(reason)),
         )
 
+    def withdraw(self, message_id: int, reason: str) -> Message:
+        """Take back queued message MESSAGE_ID before it is delivered: it fails
+        with REASON.  A message already handed over cannot be taken back."""
+        return self._transition(
+            message_id, "withdrawn", ("queued",),
+            "state = 'failed', failed_at = ?, reason = ?", (self._clock(), _reason(reason)),
+        )
+
     def requeue(self, message_id: int) -> Message:
         """Put a delivered (but not picked up) or failed message back in its queue.
 
@@ -1195,6 +1203,10 @@ class Ledger:
     async def mark_failed(self, message_id: int, reason: str) -> Message:
         """See `LedgerStore.mark_failed`."""
         return await self.run(lambda s: s.mark_failed(message_id, reason))
+
+    async def withdraw(self, message_id: int, reason: str) -> Message:
+        """See `LedgerStore.withdraw`."""
+        return await self.run(lambda s: s.withdraw(message_id, reason))
 
     async def requeue(self, message_id: int) -> Message:
         """See `LedgerStore.requeue`."""

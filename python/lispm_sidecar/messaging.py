@@ -212,6 +212,22 @@ class Messenger:
         return [request for request in await self._ledger.open_requests(name)
                 if request.message.state != "queued"]
 
+    async def withdraw(self, message_id: int) -> str:
+        """Take back the queued plain message MESSAGE_ID, for the user; tell its sender.
+
+        A request or a reply is not taken back: someone waits on it."""
+        message = await self._ledger.message(message_id)
+        if message.kind not in ("message", "notice"):
+            raise InvalidParams(f"message {message_id} is a {message.kind}, which someone "
+                                "waits on: only a plain message can be withdrawn")
+        withdrawn = await self._ledger.withdraw(message_id, "withdrawn by the user")
+        self._queued([withdrawn])
+        if withdrawn.sender != LISPM:
+            self._queued([await self._ledger.notify(
+                withdrawn.sender,
+                f"The user withdrew your message to {withdrawn.recipient} before delivery.")])
+        return f"withdrew message {message_id} to {withdrawn.recipient}"
+
     async def agent_left(self, name: str) -> None:
         """End what waits on NAME, which closed, and tell the senders.
 

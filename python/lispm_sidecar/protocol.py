@@ -345,6 +345,12 @@ class ReplyParams(TypedDict):
     text: str
 
 
+class WithdrawParams(TypedDict):
+    """The user takes back queued message MESSAGE_ID."""
+
+    message_id: Natural
+
+
 class MessageSentResult(TypedDict):
     """What the messaging tools answer: `sent to codex`, `replied to ...`."""
 
@@ -693,6 +699,8 @@ ASK_AGENT = Method("lispm/ask-agent", "sidecar", AskAgentParams, AskAgentResult,
                    "an agent in Emacs asks another, or a new helper of a role, as ask_agent")
 REQUESTS = Method("lispm/requests", "sidecar", RequestsParams, RequestsResult,
                   "how an agent's requests stand, and the open ones an earlier Emacs got")
+WITHDRAW = Method("lispm/withdraw", "sidecar", WithdrawParams, MessageSentResult,
+                  "the user takes back a plain message still queued; its sender is told")
 REPLY = Method("lispm/reply", "sidecar", ReplyParams, MessageSentResult,
                "an agent in Emacs answers a request, as the reply tool")
 ACTOR_ACTIVITY = _notification("lispm/actor-activity", "sidecar", ActorActivityParams,
@@ -749,7 +757,7 @@ MODEL_EVENT = _notification("lispm/model-event", "emacs", ModelEventParams,
 METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     HELLO, AGENT_START, AGENTS_FORGET, AGENT_ATTACHED, AGENT_STOP, AGENTS, LEDGER,
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
-    SEND_MESSAGE, ASK_AGENT, REPLY, REQUESTS, ACTOR_ACTIVITY,
+    SEND_MESSAGE, ASK_AGENT, REPLY, REQUESTS, WITHDRAW, ACTOR_ACTIVITY,
     PING_EMACS, STATS, SHUTDOWN, MODEL_STREAM, MODEL_CANCEL, MODEL_EVENT,
     LIST_AGENTS, START_HELPER, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE,
     SAVE_DOCUMENT, SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED,

@@ -215,6 +215,17 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
         (lispm-inspect-test--key buffer "d"))
       (should (equal (car answers) '(:decision deny :reason "not now")))
       (should (lispm-inspect-test--shows buffer "No approval waits"))
+      ;; The queued message withdrawn in place with `w'; then the ledger is asked again.
+      (let ((asked (lispm-inspect-test--ledger-asks "codex")))
+        (lispm-inspect-test--goto buffer "please review")
+        (lispm-inspect-test--key buffer "w")
+        (should (equal (cdr (assq 'lispm/withdraw lispm-inspect-test--sent)) '(:message_id 7)))
+        (should (lispm-inspect-test--until
+                 (lambda () (> (lispm-inspect-test--ledger-asks "codex") asked)))))
+      ;; `w' on no message does nothing.
+      (lispm-inspect-test--goto buffer "* Policy")
+      (should-error (lispm-inspect-test--key buffer "w") :type 'user-error)
+      (should (= 1 (cl-count 'lispm/withdraw lispm-inspect-test--sent :key #'car)))
       ;; The agent leaves: the inspector says so.
       (lispm-agents-unregister agent)
       (should (lispm-inspect-test--shows buffer "^\\* .*codex.* (has left)$")))))

@@ -23,7 +23,7 @@ from lispm_sidecar.agents import Agents
 from lispm_sidecar.delivery import DeliveryQueue
 from lispm_sidecar.emacs_tools import LispTools
 from lispm_sidecar.errors import InvalidParams, LispmError
-from lispm_sidecar.ledger import Ledger, LedgerStore
+from lispm_sidecar.ledger import Ledger, LedgerError, LedgerStore
 from lispm_sidecar.mcp_tools import build_mcp
 from lispm_sidecar.messaging import HelperNotReady, Messenger
 from lispm_sidecar.protocol import ListAgentsResult
@@ -511,3 +511,28 @@ async def test_requests_say_how_they_stand_and_a_resumed_agent_keeps_what_waits(
         assert stranger["code"] == -32001
     finally:
         await sidecar.close()
+
+
+# --- the user takes back a queued message ------------------------------------------
+
+
+async def test_the_user_withdraws_a_queued_plain_message_and_its_sender_is_told(
+        store: Ledger) -> None:
+    live = {"emacs", "claude"}
+    woken: list[str] = []
+    messenger = Messenger(store, lambda: live, woken.append)
+    await messenger.send_message("claude", "emacs", "FYI: the build is green.")
+    await messenger.ask("claude", "emacs", "Anything else?")
+    message, request = sorted(await store.entries(10), key=lambda m: m.id)
+    assert await messenger.withdraw(message.id) == f"withdrew message {message.id} to emacs"
+    withdrawn = await store.message(message.id)
+    assert (withdrawn.state, withdrawn.reason) == ("failed", "withdrawn by the user")
+    assert [m.text for m in await store.queued_for("claude")] == [
+        "The user withdrew your message to emacs before delivery."]
+    assert "emacs" in woken and "claude" in woken
+    # A request someone waits on stays; a message no longer queued cannot be taken back.
+    with pytest.raises(InvalidParams, match="only a plain message can be withdrawn"):
+        await messenger.withdraw(request.id)
+    with pytest.raises(LedgerError, match="it cannot be withdrawn"):
+        await messenger.withdraw(message.id)
+    assert [m.id for m in await store.queued_for("emacs")] == [request.id]
