@@ -673,16 +673,25 @@ point is in a call; nil if point is in no turn."
               (approval (apply #'lispm-present--call-approval parts)))
     (lispm-present--props 'approval (lispm-approval-id approval))))
 
+(defun lispm-present--fontify-heading (type)
+  "Return the properties of the turn or call heading just matched, of TYPE."
+  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
+                                   (lispm-present--session-ref (eq type 'call)))))
+    (lispm-present--props type ref)))
+
 (defconst lispm-present--session-keywords
-  '(("\\[Request \\(R[0-9]+\\) from \\([^]\n]+\\)\\]"
+  '(("^\\* \\(Turn [0-9]+\\)" (1 (lispm-present--fontify-heading 'turn) prepend))
+    ("^\\*\\*\\* \\(Call [^\n]+\\)$" (1 (lispm-present--fontify-heading 'call) prepend))
+    ("\\[Request \\(R[0-9]+\\) from \\([^]\n]+\\)\\]"
      (1 (lispm-present--fontify-request) prepend)
      (2 (lispm-present--fontify-sender) prepend))
     ("^: \\(Stopped at [^:\n]+\\)" (1 (lispm-present--fontify-stop) prepend))
     ("^\\*\\{4\\} TODO \\(.+\\)$" (1 (lispm-present--fontify-approval) prepend)))
-  "What in a session stands for an object: requests, senders, stops, approvals.")
+  "What in a session stands for an object.
+Turns and calls (their headings), requests, senders, stops, approvals.")
 
 (defun lispm-present-session-setup ()
-  "Make the requests, stops and approvals of this session presentations."
+  "Make the turns, calls, requests, stops and approvals here presentations."
   (font-lock-add-keywords nil lispm-present--session-keywords 'append)
   (setq-local font-lock-extra-managed-props
               (seq-union font-lock-extra-managed-props

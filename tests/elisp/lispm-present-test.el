@@ -383,6 +383,9 @@ Return the buffer current after following."
               (should (equal (at "R1 from") '(request "R1" nil)))
               (should (equal (at "codex]") (list 'agent "codex" nil)))
               (should (equal (at "Stopped at") (list 'turn (concat session "/1") nil)))
+              ;; The headings of the turn and of its call stand for them.
+              (should (equal (at "Turn 1") (list 'turn (concat session "/1") nil)))
+              (should (equal (at "Call edit_file") (list 'call (concat session "/1/c1") nil)))
               (should (equal (at "edit_file notes.el") (list 'approval approval-id nil)))
               (should (eq (lookup-key (get-text-property (match-beginning 0) 'keymap)
                                       (kbd "C-c C-o"))
