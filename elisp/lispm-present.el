@@ -691,7 +691,7 @@ point is in a call; nil if point is in no turn."
 Turns and calls (their headings), requests, senders, stops, approvals.")
 
 (defun lispm-present-session-setup ()
-  "Make the turns, calls, requests, stops and approvals here presentations."
+  "Show the turns, calls, requests, stops and approvals here as presentations."
   (font-lock-add-keywords nil lispm-present--session-keywords 'append)
   (setq-local font-lock-extra-managed-props
               (seq-union font-lock-extra-managed-props
