@@ -688,10 +688,11 @@ point is in a call; nil if point is in no turn."
     ("^: \\(Stopped at [^:\n]+\\)" (1 (lispm-present--fontify-stop) prepend))
     ("^\\*\\{4\\} TODO \\(.+\\)$" (1 (lispm-present--fontify-approval) prepend)))
   "What in a session stands for an object.
-Turns and calls (their headings), requests, senders, stops, approvals.")
+The headings of its turns and calls, its requests, senders, stops and
+approvals.")
 
 (defun lispm-present-session-setup ()
-  "Show the turns, calls, requests, stops and approvals here as presentations."
+  "Set up the presentations of the session in the current buffer."
   (font-lock-add-keywords nil lispm-present--session-keywords 'append)
   (setq-local font-lock-extra-managed-props
               (seq-union font-lock-extra-managed-props
