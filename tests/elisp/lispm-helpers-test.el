@@ -6,7 +6,7 @@
 ;; `emacs/start-helper' handler; the sidecar itself is a fake that
 ;; keeps what Emacs sends it and answers `lispm/agent-start' at once,
 ;; and the model is a script: each request of a turn takes the next
-;; answer of `lispm-helpers-test--script', given to the turn from a
+;; answer of `lispm-test-model-script', given to the turn from a
 ;; timer as the sidecar's events are.  Sessions go to a folder of the
 ;; test's own.
 ;;
@@ -28,21 +28,6 @@
 
 (defvar lispm-helpers-test--sent nil
   "What Emacs sent the fake sidecar, newest first: (METHOD . PARAMS).")
-
-(defvar lispm-helpers-test--script nil
-  "The model's answers still to give, in order: each a list of events.")
-
-(defvar lispm-helpers-test--requests nil
-  "The model requests made, newest first.")
-
-(defun lispm-helpers-test--stream (_model request handler)
-  "Answer REQUEST with the script's next answer, through HANDLER, later.
-With the script used up, the answer is a short text."
-  (push request lispm-helpers-test--requests)
-  (let ((events (or (pop lispm-helpers-test--script)
-                    '((:type "text" :text "Nothing more.") (:type "done")))))
-    (run-at-time 0 nil (lambda () (dolist (event events) (funcall handler event)))))
-  (format "S%d" (length lispm-helpers-test--requests)))
 
 (defun lispm-helpers-test--request (method params &rest keys)
   "Keep METHOD and PARAMS as the fake sidecar; answer `lispm/agent-start'.
@@ -92,8 +77,8 @@ notes.el), and `user' a folder of the user's roles."
           (global-mode-string nil)
           (lispm-messages--registered nil)
           (lispm-helpers-test--sent nil)
-          (lispm-helpers-test--script nil)
-          (lispm-helpers-test--requests nil)
+          (lispm-test-model-script nil)
+          (lispm-test-model-requests nil)
           (text-quoting-style 'grave))
      (make-directory folder t)
      (make-directory user t)
@@ -102,7 +87,7 @@ notes.el), and `user' a folder of the user's roles."
                ((symbol-function 'lispm-sidecar-notify)
                 (lambda (method params) (push (cons method params) lispm-helpers-test--sent)))
                ((symbol-function 'lispm-sidecar-live-p) (lambda () t))
-               ((symbol-function 'lispm-model-stream) #'lispm-helpers-test--stream)
+               ((symbol-function 'lispm-model-stream) #'lispm-test-scripted-stream)
                ((symbol-function 'lispm-model-cancel) #'ignore))
        (unwind-protect
            (save-window-excursion
@@ -320,7 +305,7 @@ Wait for it, 5 seconds at most."
            (helper (lispm-helpers-test--start "reviewer" claude))
            (buffer (lispm-own-agent-buffer helper))
            (file (buffer-local-value 'lispm-session-file buffer)))
-      (setq lispm-helpers-test--script
+      (setq lispm-test-model-script
             (list (list (lispm-helpers-test--call-event
                          "c1" "edit_file"
                          "{\"path\": \"notes.el\", \"old\": \"1\", \"new\": \"2\"}")
@@ -329,9 +314,9 @@ Wait for it, 5 seconds at most."
       (lispm-agent-send helper "[Request R1 from claude]\nPlease review notes.el for me.")
       (should (lispm-helpers-test--until (lambda () (not (lispm-agent-live-p helper)))))
       ;; Two model requests, neither offering a tool outside the role.
-      (should (= (length lispm-helpers-test--requests) 2))
+      (should (= (length lispm-test-model-requests) 2))
       (let ((offered (mapcar (lambda (tool) (plist-get tool :name))
-                             (plist-get (car lispm-helpers-test--requests) :tools))))
+                             (plist-get (car lispm-test-model-requests) :tools))))
         (should (member "read_file" offered))
         (should-not (member "edit_file" offered)))
       ;; It left: the registry, the sidecar (which ends what waits for it).
@@ -377,7 +362,7 @@ Wait for it, 5 seconds at most."
         (should (string-search "started by the user"
                                (lispm-helpers-test--text (lispm-own-agent-buffer agent))))
         (lispm-agent-send agent "Hello.")
-        (should (lispm-helpers-test--until (lambda () (= (length lispm-helpers-test--requests) 1))))
+        (should (lispm-helpers-test--until (lambda () (= (length lispm-test-model-requests) 1))))
         (should (lispm-helpers-test--until (lambda () (not (lispm-agent-busy-p agent)))))
         ;; Past the turn's end and the timer a helper would retire from.
         (accept-process-output nil 0.05)

@@ -27,16 +27,6 @@
 (defvar lispm-inspect-test--sent nil
   "What Emacs sent the played sidecar, newest first: (METHOD . PARAMS).")
 
-(defvar lispm-inspect-test--script nil
-  "The model's answers still to give, in order: each a list of events.")
-
-(defun lispm-inspect-test--stream (_model _request handler)
-  "Give HANDLER the script's next answer, later."
-  (let ((events (or (pop lispm-inspect-test--script)
-                    '((:type "text" :text "Nothing more.") (:type "done")))))
-    (run-at-time 0 nil (lambda () (dolist (event events) (funcall handler event)))))
-  "S1")
-
 (defun lispm-inspect-test--request (method params &rest keys)
   "Play the sidecar's answer to METHOD with PARAMS; KEYS are the callbacks."
   (push (cons method params) lispm-inspect-test--sent)
@@ -85,14 +75,15 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
           (lispm-messages--registered nil)
           (lispm-inspect-test--ledger nil)
           (lispm-inspect-test--sent nil)
-          (lispm-inspect-test--script nil))
+          (lispm-test-model-script nil)
+          (lispm-test-model-requests nil))
      (make-directory folder t)
      (lispm-test-write-file folder "a.txt" "alpha\n")
      (cl-letf (((symbol-function 'lispm-sidecar-async-request) #'lispm-inspect-test--request)
                ((symbol-function 'lispm-sidecar-notify)
                 (lambda (method params) (push (cons method params) lispm-inspect-test--sent)))
                ((symbol-function 'lispm-sidecar-live-p) (lambda () t))
-               ((symbol-function 'lispm-model-stream) #'lispm-inspect-test--stream)
+               ((symbol-function 'lispm-model-stream) #'lispm-test-scripted-stream)
                ((symbol-function 'lispm-model-cancel) #'ignore))
        (unwind-protect
            (save-window-excursion
@@ -264,7 +255,7 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
            (name (lispm-actor-name agent))
            (session (buffer-local-value 'lispm-session-id (lispm-own-agent-buffer agent)))
            (buffer (progn
-                     (setq lispm-inspect-test--script
+                     (setq lispm-test-model-script
                            (list (list (list :type "tool_call" :id "c1" :name "edit_file"
                                              :arguments (json-encode '(:path "a.txt" :old "alpha"
                                                                        :new "beta")))

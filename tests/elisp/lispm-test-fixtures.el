@@ -148,5 +148,24 @@ left already."
       (kill-buffer buffer)))
   (delete-directory folder t))
 
+;;; A scripted model
+
+(defvar lispm-test-model-script nil
+  "The model's answers still to give, in order: each a list of events.")
+
+(defvar lispm-test-model-requests nil
+  "The model requests `lispm-test-scripted-stream' was given, newest first.")
+
+(defun lispm-test-scripted-stream (_model request handler)
+  "Answer REQUEST with the next of `lispm-test-model-script', through HANDLER.
+The events come later, from a timer, as a stream's do; with the script
+used up, the answer is a short text.  Return the stream's id.  Put in
+place of `lispm-model-stream' with `cl-letf'."
+  (push request lispm-test-model-requests)
+  (let ((events (or (pop lispm-test-model-script)
+                    '((:type "text" :text "Nothing more.") (:type "done")))))
+    (run-at-time 0 nil (lambda () (dolist (event events) (funcall handler event)))))
+  (format "S%d" (length lispm-test-model-requests)))
+
 (provide 'lispm-test-fixtures)
 ;;; lispm-test-fixtures.el ends here
