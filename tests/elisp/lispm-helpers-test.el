@@ -83,12 +83,7 @@ notes.el), and `user' a folder of the user's roles."
      (make-directory folder t)
      (make-directory user t)
      (lispm-test-write-file folder "notes.el" ";;; notes.el\n(defun notes () 1)\n")
-     (cl-letf (((symbol-function 'lispm-sidecar-async-request) #'lispm-helpers-test--request)
-               ((symbol-function 'lispm-sidecar-notify)
-                (lambda (method params) (push (cons method params) lispm-helpers-test--sent)))
-               ((symbol-function 'lispm-sidecar-live-p) (lambda () t))
-               ((symbol-function 'lispm-model-stream) #'lispm-test-scripted-stream)
-               ((symbol-function 'lispm-model-cancel) #'ignore))
+     (lispm-test-with-played-sidecar (#'lispm-helpers-test--request lispm-helpers-test--sent)
        (unwind-protect
            (save-window-excursion
              (lispm-test-with-registry

@@ -79,12 +79,7 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
           (lispm-test-model-requests nil))
      (make-directory folder t)
      (lispm-test-write-file folder "a.txt" "alpha\n")
-     (cl-letf (((symbol-function 'lispm-sidecar-async-request) #'lispm-inspect-test--request)
-               ((symbol-function 'lispm-sidecar-notify)
-                (lambda (method params) (push (cons method params) lispm-inspect-test--sent)))
-               ((symbol-function 'lispm-sidecar-live-p) (lambda () t))
-               ((symbol-function 'lispm-model-stream) #'lispm-test-scripted-stream)
-               ((symbol-function 'lispm-model-cancel) #'ignore))
+     (lispm-test-with-played-sidecar (#'lispm-inspect-test--request lispm-inspect-test--sent)
        (unwind-protect
            (save-window-excursion
              (lispm-test-with-registry

@@ -167,5 +167,20 @@ place of `lispm-model-stream' with `cl-letf'."
     (run-at-time 0 nil (lambda () (dolist (event events) (funcall handler event)))))
   (format "S%d" (length lispm-test-model-requests)))
 
+(defmacro lispm-test-with-played-sidecar (spec &rest body)
+  "Run BODY with the sidecar and the model played, not run.
+SPEC is (REQUEST SENT): REQUEST is a function that answers as
+`lispm-sidecar-async-request' does, SENT a variable on which each
+notification is pushed as (METHOD . PARAMS).  The sidecar counts as
+live; the model answers from `lispm-test-model-script'."
+  (declare (indent 1) (debug ((form symbolp) body)))
+  `(cl-letf (((symbol-function 'lispm-sidecar-async-request) ,(car spec))
+             ((symbol-function 'lispm-sidecar-notify)
+              (lambda (method params) (push (cons method params) ,(cadr spec))))
+             ((symbol-function 'lispm-sidecar-live-p) (lambda () t))
+             ((symbol-function 'lispm-model-stream) #'lispm-test-scripted-stream)
+             ((symbol-function 'lispm-model-cancel) #'ignore))
+     ,@body))
+
 (provide 'lispm-test-fixtures)
 ;;; lispm-test-fixtures.el ends here
