@@ -174,7 +174,7 @@ callers may use too (`lispm-roles-actor-tools')."
             (format "%s is not among the tools of role %s"
                     name (lispm-actor-effective-role actor))))))))
 
-(cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask on-decided)
+(cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask on-decided within)
   "Call the tool TOOL-NAME with ARGS as ACTOR, under the policy of its role.
 ACTOR is a `lispm-actor'.  ARGS is a plist with keyword keys, as
 `json-parse-string' gives with `:object-type' `plist', or the text of a
@@ -195,7 +195,9 @@ When the user is asked, ON-ASK, if non-nil, is called with the
 `lispm-approval' before this returns, and ON-DECIDED, if non-nil, with
 the approval and the answer (a plist whose `:decision' is `allow',
 `deny' or `withdrawn', and `:reason') once the user decides, before
-the call runs.  Return nil; never signal."
+the call runs.  WITHIN, if non-nil, says what the call is part of (\"call
+3 of the run_lisp program ...\"), and the approval's title says it too.
+Return nil; never signal."
   (let* ((called nil)
          (done (lambda (outcome)
                  (unless called
@@ -234,7 +236,9 @@ the call runs.  Return nil; never signal."
                 (when (and approval on-decided)
                   (lispm-calls--tell on-decided approval approval answer))
                 (lispm-calls--decided tool actor args done answer caller))
-              (lispm-calls--summary tool args))))
+              (if within
+                  (format "%s (%s)" (lispm-calls--summary tool args) within)
+                (lispm-calls--summary tool args)))))
         (when approval-id
           (setq approval (lispm-approvals-get approval-id))
           (when on-ask

@@ -15,7 +15,13 @@
 ;;; Commentary:
 
 ;; The language of `run_lisp': a program the model writes in Emacs
-;; Lisp, read, checked and run here in three steps.
+;; Lisp, read, checked and run in three steps.  All three happen in
+;; the program's own sandboxed Emacs (lispm-lisp-child.el), never in
+;; the user's: expanding a macro can run code (`eval-when-compile',
+;; gv's places, rx's `eval'), so no check made by expanding could keep
+;; the user's Emacs safe.  The check is the first line, the one that
+;; gives the model a precise reason; the sandbox and its limits
+;; (lispm-run-lisp.el) are what keep the user safe.
 ;;
 ;; Reading (`lispm-lisp-read').  Emacs's reader has no read-time
 ;; evaluation: it has no `#.' syntax at all, and signals
@@ -101,16 +107,26 @@ and the field widths of `format'."
 ;; Not an `error': a program's handler for `error' must not catch it.
 (put 'lispm-lisp-fuel-exhausted 'error-conditions
      (remq 'error (get 'lispm-lisp-fuel-exhausted 'error-conditions)))
+;; Its data: (TEXT LIMIT), LIMIT one of memory, time, cpu, calls,
+;; approvals, output.  A kind of running out of fuel: the same
+;; restarts, and no handler of the program's catches it.
+(lispm-define-error 'lispm-lisp-limit-exceeded "A run_lisp program reached a limit"
+                    'lispm-lisp-fuel-exhausted -32091)
 
 ;;; The allow-list
 
 (defconst lispm-lisp-trusted-macros
   '(when unless dolist dotimes push pop lambda prog2 cl-incf cl-decf
-    if-let* when-let* and-let* thread-first thread-last)
+    if-let* when-let* and-let* thread-first thread-last
+    named-let letrec pcase pcase-exhaustive pcase-let pcase-let* pcase-dolist)
   "The macros a `run_lisp' program may use.
-Each is expanded with `macroexpand-1' and its expansion checked like
-the program's own code; `push', `pop', `cl-incf' and `cl-decf' on
-anything but a variable expand to list surgery, which is refused.")
+Each is expanded with `macroexpand-1', in the program's own Emacs, and
+its expansion checked like the program's own code; `push', `pop',
+`cl-incf' and `cl-decf' on anything but a variable expand to list
+surgery, which is refused.")
+
+(defconst lispm-lisp-max-nesting 100
+  "How deep a `run_lisp' program's forms may nest, as written.")
 
 (defconst lispm-lisp-allowed-functions
   '(;; Numbers.
@@ -292,15 +308,43 @@ TOOLS, the tools the program calls."
 TOOLS is the list of symbols the program may call as tools.  Return a
 `lispm-lisp-checked'; signal `lispm-lisp-refused' (data: TEXT, the
 offending form and the reason) if the program may not run."
+  (mapc #'lispm-lisp--check-nesting forms)
   (let* ((lispm-lisp--tools
           (mapcar (lambda (tool) (cons tool (make-symbol (symbol-name tool)))) tools))
          (lispm-lisp--tools-used nil)
-         (body (mapcar (lambda (form) (lispm-lisp--walk form nil nil)) forms))
+         (lexical-binding t)
+         (body (mapcar (lambda (form)
+                         (condition-case nil
+                             (lispm-lisp--walk form nil nil)
+                           (excessive-lisp-nesting
+                            (lispm-lisp--refuse form "its macros expand too deep"))))
+                       forms))
          (used (reverse lispm-lisp--tools-used)))
     (lispm-lisp--make-checked
      :form `(lambda ,(mapcar (lambda (tool) (cdr (assq tool lispm-lisp--tools))) used)
               ,@body)
      :tools used)))
+
+(defun lispm-lisp--check-nesting (form)
+  "Refuse FORM if it nests deeper than `lispm-lisp-max-nesting'."
+  (let ((stack (list (cons form 0))))
+    (while stack
+      (pcase-let ((`(,object . ,depth) (pop stack)))
+        (when (> depth lispm-lisp-max-nesting)
+          (lispm-lisp--refuse form "it nests deeper than %d" lispm-lisp-max-nesting))
+        (cond ((consp object)
+               (push (cons (cdr object) depth) stack)
+               (push (cons (car object) (1+ depth)) stack))
+              ((vectorp object)
+               (dotimes (i (length object))
+                 (push (cons (aref object i) (1+ depth)) stack))))))))
+
+(defun lispm-lisp--expand (form)
+  "Return FORM, a call of a trusted macro, expanded once; refuse it if that fails."
+  (condition-case err
+      (macroexpand-1 form nil)
+    (error (lispm-lisp--refuse form "expanding `%s' failed: %s" (car form)
+                               (error-message-string err)))))
 
 (defun lispm-lisp--tool-variable (tool)
   "Return the variable for TOOL's function, noting that it is used."
@@ -360,7 +404,7 @@ FNS is an alist (NAME . VARIABLE).  Return the instrumented form."
                   ,@(lispm-lisp--walk-body (cdr form) vars fns)))
        ((get head 'lispm-lisp-walker) (funcall (get head 'lispm-lisp-walker) form vars fns))
        ((memq head lispm-lisp-trusted-macros)
-        (lispm-lisp--walk (macroexpand-1 form nil) vars fns))
+        (lispm-lisp--walk (lispm-lisp--expand form) vars fns))
        ((gethash head lispm-lisp--allowed-table) (lispm-lisp--walk-call form vars fns))
        (t (lispm-lisp--refuse
            form "%s"
@@ -504,7 +548,8 @@ ARGS are (FORM VARS FNS); BODY returns the walked form."
   "Return non-nil if a handler for CONDITION could catch LispM's stops."
   (or (memq condition '(t debug))
       (memq condition (get 'quit 'error-conditions))
-      (memq condition (get 'lispm-lisp-fuel-exhausted 'error-conditions))))
+      (memq condition (get 'lispm-lisp-fuel-exhausted 'error-conditions))
+      (memq 'lispm-lisp-fuel-exhausted (get condition 'error-conditions))))
 
 (lispm-lisp--define-walker condition-case (form vars fns)
   (lispm-lisp--arity form 2)
@@ -574,7 +619,13 @@ ARGS are (FORM VARS FNS); BODY returns the walked form."
                 "The program ran out of fuel after %d steps%s" lispm-lisp--used why))
 
 (defun lispm-lisp--tick ()
-  "Burn one unit of fuel; refuel, or signal, when due."
+  "Burn one unit of fuel; refuel, or signal, when due.
+Once Emacs ran out of memory, signal `lispm-lisp-limit-exceeded': the
+program may have caught the `error' that said so."
+  (when memory-full
+    (setq lispm-lisp--exhausted t lispm-lisp--fuel 0)
+    (lispm-signal 'lispm-lisp-limit-exceeded '(memory)
+                  "The program ran out of memory (its Emacs's memory limit)"))
   (when (<= lispm-lisp--fuel 0)
     (let ((more (and lispm-lisp--on-empty (not lispm-lisp--exhausted)
                      (funcall lispm-lisp--on-empty lispm-lisp--used))))

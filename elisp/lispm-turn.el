@@ -629,10 +629,12 @@ open; their answers, when they come, are input like any message."
      (failing
       (setf (lispm-turn-failing turn) failing)
       (let ((outcome (cdr (assoc (plist-get failing :id) outcomes))))
-        ;; A program that ended out of fuel (its calls nested too deep)
-        ;; stops at the fuel condition, without MORE-FUEL: it is over.
-        (lispm-turn--stop turn (if (eq (lispm-turn--condition-symbol outcome)
-                                       'lispm-lisp-fuel-exhausted)
+        ;; A program that ended out of fuel (its calls nested too deep,
+        ;; or it reached a limit) stops at the fuel condition, without
+        ;; MORE-FUEL: it is over.
+        (lispm-turn--stop turn (if (memq 'lispm-lisp-fuel-exhausted
+                                         (get (lispm-turn--condition-symbol outcome)
+                                              'error-conditions))
                                    'lispm-lisp-fuel-exhausted
                                  'lispm-turn-tool-failed)
                           (format "%s failed: %s" (plist-get failing :name)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install what LispM needs from Debian, if it is missing: Emacs >= 29.1,
-# vterm, tmux, iproute2 (for the loopback-only test namespace) and venv.
+# vterm, tmux, iproute2 (for the loopback-only test namespace), venv and
+# bubblewrap (the sandbox of run_lisp's program Emacs).
 # Debian 12 gets Emacs 30 from bookworm-backports; Debian 13 from main.
 # A second run finds everything and does nothing.
 set -eu
@@ -18,6 +19,7 @@ vterm_ok || need="$need elpa-vterm"
 command -v tmux >/dev/null 2>&1 || need="$need tmux"
 command -v ip >/dev/null 2>&1 || need="$need iproute2"
 command -v unshare >/dev/null 2>&1 || need="$need util-linux"
+command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 venv_ok || need="$need python3-venv"
 [ -z "$need" ] && exit 0
 

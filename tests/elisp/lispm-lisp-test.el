@@ -70,7 +70,10 @@ Not `should-error': it catches only `error's, which this is not."
                   ("(process-list)" "process-list" "processes")
                   ("user-mail-address" "user-mail-address" "did not bind")
                   ("(let ((standard-output #'ignore)) (princ 1))" "standard-output" "global")
-                  ("(pcase 1 (_ 2))" "pcase" "macro LispM does not trust")
+                  ("(with-temp-buffer 1)" "with-temp-buffer" "macro LispM does not trust")
+                  ("(pcase 1 ((no-such-pattern a) 2))" "expanding ‘pcase’ failed" "no-such-pattern")
+                  ("(condition-case nil (+ 1) (lispm-lisp-limit-exceeded nil))"
+                   "lispm-lisp-limit-exceeded" "C-g")
                   ("(save-excursion 1)" "save-excursion" "special form")
                   ("(funcall #'funcall 'delete-file \"x\")" "funcall" "only be called directly")
                   ("(mapcar #'delete-file '(\"x\"))" "delete-file" "allow-list")
@@ -89,6 +92,60 @@ Not `should-error': it catches only `error's, which this is not."
         ;; The data names the form and the reason.
         (should (consp (cdr data)))
         (should (stringp (nth 2 data)))))))
+
+(ert-deftest lispm-lisp-test-plain-computation-runs ()
+  "`named-let', `letrec' and `pcase' are plain computation: they run, on fuel."
+  (should (equal (plist-get (lispm-lisp-test--run
+                             "(named-let fib ((n 15)) (if (< n 2) n (+ (fib (- n 1)) (fib (- n 2)))))")
+                            :value)
+                 610))
+  (should (equal (plist-get (lispm-lisp-test--run
+                             "(letrec ((ev (lambda (n) (if (= n 0) t (funcall od (1- n)))))
+                                       (od (lambda (n) (if (= n 0) nil (funcall ev (1- n))))))
+                                (funcall ev 10))")
+                            :value)
+                 t))
+  (should (equal (plist-get (lispm-lisp-test--run
+                             "(mapcar (lambda (x)
+                                        (pcase x
+                                          (`(,a . ,_) a)
+                                          ((pred stringp) 'string)
+                                          ((or 'p 'q) 'pq)
+                                          (_ 'other)))
+                                      (list (list 1 2) \"s\" 'q 5))")
+                            :value)
+                 '(1 string pq other)))
+  (should (equal (plist-get (lispm-lisp-test--run
+                             "(let ((sum 0))
+                                (pcase-dolist (`(,a . ,b) '((1 . 2) (3 . 4))) (setq sum (+ sum a b)))
+                                (pcase-let ((`(,x ,y) (list 5 6))) (+ sum x y)))")
+                            :value)
+                 21))
+  ;; A named-let that never ends burns fuel like any loop.
+  (let ((err (lispm-lisp-test--out-of-fuel
+               (lispm-lisp-test--run "(named-let loop ((i 0)) (loop (1+ i)))" :fuel 300))))
+    (should (eq (car err) 'lispm-lisp-fuel-exhausted))))
+
+(ert-deftest lispm-lisp-test-deep-nesting-refused ()
+  "A program nested too deep is refused with a reason that names its form."
+  (let* ((deep (concat (apply #'concat (make-list 5000 "(list ")) "1" (make-string 5000 ?\))))
+         (data (lispm-lisp-test--refusal deep)))
+    (should (string-match-p "nests deeper than 100" (car data)))
+    (should (string-match-p "run_lisp refused (list (list" (car data)))))
+
+(ert-deftest lispm-lisp-test-memory-full-stops-the-program ()
+  "Once Emacs ran out of memory, the next step is the limit, which no handler catches."
+  (let ((err (lispm-lisp-test--out-of-fuel
+               (let ((memory-full nil))
+                 (lispm-lisp-run
+                  (lispm-lisp-check
+                   (lispm-lisp-read "(dotimes (i 10) (condition-case nil (note i) (error nil)))")
+                   '(note))
+                  :bindings (list (cons 'note (lambda (i)
+                                                (when (= i 3) (setq memory-full t))
+                                                (error "Memory exhausted")))))))))
+    (should (eq (car err) 'lispm-lisp-limit-exceeded))
+    (should (equal (cddr err) '(memory)))))
 
 (ert-deftest lispm-lisp-test-sleep-loop-refused ()
   "The loop `unsafep' passes is refused: `sleep-for', then a `t' handler."

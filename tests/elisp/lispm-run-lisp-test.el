@@ -80,7 +80,8 @@ files notes/n01.txt .. n40.txt (the odd ones say TODO).  POLICY is
     (let ((outcome (lispm-run-lisp-test--run
                     actor "(princ \"one \") (message \"two %d\" 2) (list 1 \"a\" 'b)")))
       (should (plist-get outcome :ok))
-      (should (equal (plist-get outcome :text) "Value: (1 \"a\" b)\nOutput:\none two 2\n")))
+      (should (equal (plist-get outcome :text) "Value: (1 \"a\" b)\nOutput (what the program \
+printed, each line after \"| \"):\n| one two 2")))
     (should (equal (plist-get (lispm-run-lisp-test--run actor "(+ 1 2)") :text) "Value: 3"))
     (should-not (lispm-run-lisp-running))))
 
@@ -98,7 +99,7 @@ files notes/n01.txt .. n40.txt (the odd ones say TODO).  POLICY is
   "Positional arguments follow the schema, keywords name its arguments."
   (lispm-run-lisp-test--with (actor)
     (should (equal (plist-get (lispm-run-lisp-test--run actor "(read-file \"a.txt\" 1 3)") :text)
-                   "Value: \"lph\n[3 characters left out: characters 1 to 4 of 6 shown; call read_file with offset 4 to read on]\""))
+                   "Value: \"lph\\n[3 characters left out: characters 1 to 4 of 6 shown; call read_file with offset 4 to read on]\""))
     (should (equal (plist-get (lispm-run-lisp-test--run
                                actor "(read-file \"a.txt\" :limit 2)")
                               :text)
@@ -139,17 +140,23 @@ files notes/n01.txt .. n40.txt (the odd ones say TODO).  POLICY is
 ;;; Refusals and failures
 
 (ert-deftest lispm-run-lisp-refused-before-running ()
-  "A refused program fails at once, with its reason; nothing of it runs."
+  "A refused program fails with its reason; nothing of it runs, nor is it read here."
   (lispm-run-lisp-test--with (actor)
-    (let ((outcome nil))
-      (lispm-calls-invoke actor "run_lisp"
-                          (list :program "(read-file \"a.txt\") (symbol-value 'user-mail-address)")
-                          (lambda (o) (setq outcome o)))
-      ;; Before any thread or timer ran.
-      (should outcome)
-      (should-not (lispm-run-lisp-running))
-      (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-refused))
-      (should (string-match-p "reads a global variable by name" (plist-get outcome :error))))))
+    (let ((served 0) (read-here 0))
+      (cl-letf* ((serve (symbol-function 'lispm-run--serve-call))
+                 ((symbol-function 'lispm-run--serve-call)
+                  (lambda (&rest args) (cl-incf served) (apply serve args)))
+                 (check (symbol-function 'lispm-lisp-read))
+                 ((symbol-function 'lispm-lisp-read)
+                  (lambda (&rest args) (cl-incf read-here) (apply check args))))
+        (let ((outcome (lispm-run-lisp-test--run
+                        actor "(read-file \"a.txt\") (symbol-value 'user-mail-address)")))
+          (should (= served 0))
+          (should (= read-here 0))
+          (should-not (lispm-run-lisp-running))
+          (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-refused))
+          (should (string-match-p "reads a global variable by name"
+                                  (plist-get outcome :error))))))))
 
 (ert-deftest lispm-run-lisp-program-error ()
   "An error the program does not handle is its result, with its output."
@@ -158,8 +165,8 @@ files notes/n01.txt .. n40.txt (the odd ones say TODO).  POLICY is
       (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-program-error))
       (should (equal (plist-get outcome :error)
                      "The program signalled wrong-type-argument: Wrong type argument: listp, 1
-Output:
-before")))))
+Output (what the program printed, each line after \"| \"):
+| before")))))
 
 ;;; The policy: approvals, denials, changes
 
