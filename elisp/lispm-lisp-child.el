@@ -98,7 +98,7 @@ DEPTH is how much deeper it may nest."
                           value)))
         (t (lispm-signal 'lispm-tool-bad-args (list value)
                          "%s: `%s' is no JSON value (a string, number, t, or a list of them)"
-                         tool (lispm-lisp--show value)))))
+                         tool (lispm-lisp-show value)))))
 
 (defun lispm-lisp-child-arguments (tool names args)
   "Return ARGS, a program's arguments to TOOL, as a call's JSON object.
@@ -120,7 +120,7 @@ is t or nil.  The object is a hash table, for `json-serialize'."
         (unless (and (keywordp key) args)
           (lispm-signal 'lispm-tool-bad-args (list key)
                         "%s: `%s' must be a keyword followed by its value"
-                        tool (lispm-lisp--show key)))
+                        tool (lispm-lisp-show key)))
         (let ((value (pop args)))
           (when value
             (puthash (substring (symbol-name key) 1)
@@ -130,8 +130,7 @@ is t or nil.  The object is a hash table, for `json-serialize'."
 (defun lispm-lisp-child--call (tool names args)
   "Call TOOL, whose arguments are NAMES, with ARGS through the calling Emacs.
 Return the tool's text; signal its condition if it failed."
-  (dotimes (_ lispm-lisp-child--call-fuel)
-    (lispm-lisp--tick))
+  (lispm-lisp-burn lispm-lisp-child--call-fuel)
   (let ((answer (lispm-lisp-child--ask
                  (list :call tool :args (lispm-lisp-child-arguments tool names args)))))
     (if (plist-get answer :ok)

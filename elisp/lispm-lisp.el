@@ -292,7 +292,7 @@ TOOLS, the tools the program calls."
 (defvar lispm-lisp--tools-used nil
   "While checking: the tools the program calls, newest first.")
 
-(defun lispm-lisp--show (form)
+(defun lispm-lisp-show (form)
   "Return FORM printed, cut to 100 characters."
   (let ((text (let ((print-length 8) (print-level 4)) (prin1-to-string form))))
     (if (> (length text) 100) (concat (substring text 0 97) "...") text)))
@@ -301,7 +301,7 @@ TOOLS, the tools the program calls."
   "Refuse the program because of FORM: FORMAT-STRING and ARGS say why."
   (let ((reason (apply #'format-message format-string args)))
     (lispm-signal 'lispm-lisp-refused (list form reason)
-                  "run_lisp refused %s: %s" (lispm-lisp--show form) reason)))
+                  "run_lisp refused %s: %s" (lispm-lisp-show form) reason)))
 
 (defun lispm-lisp-check (forms tools)
   "Check FORMS, a program, and return it checked and instrumented.
@@ -636,6 +636,11 @@ program may have caught the `error' that said so."
         lispm-lisp--used (1+ lispm-lisp--used))
   nil)
 
+(defun lispm-lisp-burn (units)
+  "Burn UNITS of the running program's fuel: one for each step."
+  (dotimes (_ units)
+    (lispm-lisp--tick)))
+
 (defun lispm-lisp--enter ()
   "Burn fuel for a call of the program's own; return its new depth."
   (lispm-lisp--tick)
@@ -657,7 +662,7 @@ functions take a string too) pass; anything else is refused."
          (or (alist-get value lispm-lisp--wrappers) value))
         (t (lispm-signal 'lispm-lisp-refused (list value "not a function it may call")
                          "run_lisp refused to call %s: it is not a function the program may call"
-                         (lispm-lisp--show value)))))
+                         (lispm-lisp-show value)))))
 
 (defun lispm-lisp--size (n)
   "Return N, a size, or signal an error if it is over `lispm-lisp-max-size'."
