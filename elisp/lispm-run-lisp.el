@@ -173,6 +173,7 @@ default it ends."
   (folder nil :documentation "Its private temporary folder, deleted at the end.")
   (pending nil :documentation "What that Emacs wrote after its last whole line, in pieces.")
   (pending-size 0 :documentation "How many characters PENDING holds.")
+  (noise nil :documentation "The last line it wrote that was no request, cut.")
   (waiting nil :documentation "Non-nil while it waits for an answer that comes later.")
   (timer nil :documentation "The timer that ends it when it computes too long.")
   (result nil :documentation "Once it ended: how, a plist.")
@@ -229,9 +230,7 @@ is long; a line longer than `lispm-run-lisp--line-limit' ends RUN."
             (setf (lispm-run-pending run) nil
                   (lispm-run-pending-size run) 0
                   start (1+ newline))
-            ;; Emacs's own report of an error nothing caught, as it
-            ;; dies (out of memory, say): its exit tells the rest.
-            (unless (or (string-empty-p line) (string-prefix-p "Error: " line))
+            (unless (string-empty-p line)
               (lispm-run--serve run (lispm-run--parse run line)))))
         (unless (or (lispm-run-result run) (= start (length output)))
           (push (substring output start) (lispm-run-pending run))
@@ -243,15 +242,22 @@ characters" lispm-run-lisp--line-limit))))
                             (error-message-string err)))))
 
 (defun lispm-run--parse (run line)
-  "Return LINE, a line RUN's Emacs wrote, as a plist; end RUN if it is not one."
-  (let ((message (condition-case nil
-                     (json-parse-string line :object-type 'plist :array-type 'list)
-                   (json-error nil))))
-    (if (and (consp message) (keywordp (car message)))
-        message
-      (lispm-run--fail run "The program's Emacs wrote %S"
-                       (lispm-run--clean (truncate-string-to-width line 200 nil nil "…")))
-      nil)))
+  "Return LINE, a line RUN's Emacs wrote, as a request plist, or nil.
+A line that is no request ends RUN, but for Emacs's report of an error
+nothing caught, \"Error: ...\", as it dies (out of memory, say): that
+is kept, cut, for the message once RUN's Emacs ended."
+  (if (string-prefix-p "Error: " line)
+      (progn (setf (lispm-run-noise run)
+                   (lispm-run--clean (truncate-string-to-width line 200 nil nil "…")))
+             nil)
+    (let ((message (condition-case nil
+                       (json-parse-string line :object-type 'plist :array-type 'list)
+                     (json-error nil))))
+      (if (and (consp message) (keywordp (car message)))
+          message
+        (lispm-run--fail run "The program's Emacs wrote %S"
+                         (lispm-run--clean (truncate-string-to-width line 200 nil nil "…")))
+        nil))))
 
 (defun lispm-run--fail (run format-string &rest args)
   "End RUN with `lispm-lisp-error', its message FORMAT-STRING and ARGS."
@@ -279,7 +285,9 @@ characters" lispm-run-lisp--line-limit))))
      (t
       (lispm-run--fail run "The program's Emacs ended (%s %s) before the program did%s"
                        (process-status process) (process-exit-status process)
-                       (lispm-run--stderr-tail run))))))
+                       (if (lispm-run-noise run)
+                           (format ": %s" (lispm-run-noise run))
+                         (lispm-run--stderr-tail run)))))))
 
 (defun lispm-run--stderr-tail (run)
   "Return the end of what RUN's Emacs wrote to its standard error, or \"\"."
@@ -533,8 +541,9 @@ unconfined, with an empty environment and their limits only" :warning))
 The system's folders read-only (a link stays a link), and those that
 hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
 /tmp, the working folder; no network, no other namespace shared."
+  ;; The private /tmp first: a folder under /tmp bound later shows on it.
   (let ((arguments (list "--unshare-all" "--die-with-parent" "--new-session"
-                         "--cap-drop" "ALL" "--clearenv"))
+                         "--cap-drop" "ALL" "--clearenv" "--tmpfs" "/tmp"))
         (bound nil))
     (dolist (folder '("/usr" "/bin" "/sbin" "/lib" "/lib32" "/lib64" "/libx32"))
       (cond ((file-symlink-p folder)
@@ -549,7 +558,7 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
           (push folder bound)
           (setq arguments (append arguments (list "--ro-bind" folder folder))))))
     (append arguments
-            (list "--dev" "/dev" "--proc" "/proc" "--tmpfs" "/tmp" "--chdir" "/tmp")
+            (list "--dev" "/dev" "--proc" "/proc" "--chdir" "/tmp")
             (cl-loop for (name . value) in (lispm-run-lisp--environment "/tmp")
                      append (list "--setenv" name value)))))
 

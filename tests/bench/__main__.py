@@ -58,6 +58,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "agent_stream": bench_agent.stream_cost,
     "agent_tool_step": bench_agent.tool_step,
     "run_lisp_check": bench_lisp.check_200_lines,
+    "run_lisp_child_start": bench_lisp.child_start,
     "run_lisp_40_files": bench_run_lisp.forty_files,
     "run_lisp_key_answer": bench_tty.key_answer,
     "room": bench_room.room,
