@@ -19,7 +19,9 @@
 ;; The tests: a run_lisp program of LispM's own agent that loops
 ;; forever computes while Emacs answers a key, and the user's C-g
 ;; stops it; a program that would sleep in a handler catching
-;; everything is refused before it runs.
+;; everything is refused before it runs; hostile programs (one that
+;; sleeps while its macros expand, a 64 MB string, a 30 MB value, a
+;; long `string-distance') leave Emacs answering every key.
 
 ;;; Code:
 
@@ -160,21 +162,57 @@ The turn stops at `lispm-turn-tool-failed'; abort ends it."
         (when run (lispm-run-lisp-abort run "the test ended"))))))
 
 (ert-deftest lispm-e2e-tty-sleeping-handler-refused ()
-  "A loop sleeping in a handler for everything is refused: nothing runs.
-The refusal is the model's result, with its reason; the turn goes on."
+  "A loop sleeping in a handler for everything is refused: nothing of it runs.
+Its own Emacs refuses it, before any of its calls; the refusal is the
+model's result, with its reason; the turn goes on."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
-    (let ((started 0))
-      (advice-add 'lispm-run-lisp-start :before (lambda (&rest _) (cl-incf started))
+    (let ((calls 0))
+      (advice-add 'lispm-run--serve-call :before (lambda (&rest _) (cl-incf calls))
                   '((name . lispm-e2e-tty-count)))
       (unwind-protect
           (let ((turn (lispm-e2e-own-send agent "Sleep in a handler")))
             (should (eq (lispm-turn-state turn) 'done))
-            (should (= started 0))
+            (should (= calls 0))
             (let ((result (car (lispm-e2e-tool-results "anthropic" "Sleep in a handler"
                                                        "run_lisp"))))
               (should (string-search "run_lisp refused (sleep-for 1)" result))
               (should (string-search "neither a tool nor a pure function" result))))
-        (advice-remove 'lispm-run-lisp-start 'lispm-e2e-tty-count)))))
+        (advice-remove 'lispm-run--serve-call 'lispm-e2e-tty-count)))))
+
+(ert-deftest lispm-e2e-tty-hostile-programs-leave-emacs-answering ()
+  "Programs that block their Emacs, fill its memory or make huge values:
+this Emacs answers every key within 100 ms throughout, and the turn ends."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
+    (let ((old-f5 (global-key-binding [f5]))
+          (answers nil))
+      (global-set-key [f5] #'lispm-e2e-tty-note-key)
+      (unwind-protect
+          (progn
+            (lispm-agent-send agent "Hostile programs")
+            (let ((turn (lispm-e2e-tty-wait
+                         (lambda () (cdr (car (lispm-own-agent-turns agent)))) 30 "the turn")))
+              (while (lispm-turn-live-p turn)
+                (setq lispm-e2e-tty--answered nil)
+                (pcase-let ((`(,sent . (,ran . ,_))
+                             (lispm-e2e-tty-press "\e[15~" (lambda () lispm-e2e-tty--answered)
+                                                  10 "F5 to run its command")))
+                  (push (* 1000 (- ran sent)) answers))
+                (let ((now (float-time)))
+                  (lispm-e2e-tty-wait (lambda () (> (float-time) (+ now 0.05))) 5 "a moment")))
+              (message "LispM e2e tty: %d keys answered while hostile programs ran, the slowest \
+in %.1f ms" (length answers) (apply #'max answers))
+              (should (eq (lispm-turn-state turn) 'done))
+              (should (> (length answers) 10))
+              (should (< (apply #'max answers) 100))
+              ;; Each request repeats the results before it: the last four.
+              (let ((results (last (lispm-e2e-tool-results "anthropic" "Hostile programs"
+                                                           "run_lisp")
+                                   4)))
+                (should (string-search "run_lisp refused" (nth 0 results)))
+                (should (string-search "Value: 67108864" (nth 1 results)))
+                (should (string-search "[LispM cut the value" (nth 2 results)))
+                (should (string-search "Value: 3000" (nth 3 results))))))
+        (global-set-key [f5] old-f5)))))
 
 (provide 'lispm-e2e-tty)
 ;;; lispm-e2e-tty.el ends here
