@@ -578,7 +578,7 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
     (append (if (executable-find "prlimit")
                 (append (list (executable-find "prlimit")) limits (list "--"))
               (list "/bin/sh" "-c"
-                    (format "ulimit -v %d -t %d -c 0 && exec \"$@\""
+                    (format "ulimit -v %d && ulimit -t %d && ulimit -c 0 && exec \"$@\""
                             (* lispm-run-lisp-memory-limit 1024) lispm-run-lisp-cpu-limit)
                     "sh"))
             (and bwrap (cons bwrap (lispm-run-lisp--bwrap-arguments emacs)))

@@ -225,6 +225,40 @@ and the secret in no result."
                 (should-not (lispm-approvals-pending)))
             (remove-hook 'lispm-approvals-changed-hook count)))))))
 
+(ert-deftest lispm-hostile-without-bubblewrap ()
+  "Without bwrap, LispM says so once; the environment is still empty, the limits hold."
+  (lispm-hostile-test--with (actor _folder)
+    (let ((lispm-run-lisp--unconfined-told nil)
+          (exec-path nil)
+          (warnings nil)
+          (lispm-run-lisp-time-limit 2))
+      (cl-letf (((symbol-function 'display-warning)
+                 (lambda (_type message &rest _) (push message warnings))))
+        (should (string-search
+                 "(nil nil)"
+                 (plist-get (lispm-hostile-test--run
+                             actor "(push 1 (eval-when-compile
+                                             (list (getenv \"ANTHROPIC_API_KEY\")
+                                                   (getenv \"LISPM_RUNTIME_DIR\"))))")
+                            :error)))
+        (let ((outcome (lispm-hostile-test--run
+                        actor "(push 1 (eval-when-compile (sleep-for 10) nil))")))
+          (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-limit-exceeded))))
+      (should (= (length warnings) 1))
+      (should (string-search "unconfined" (car warnings))))))
+
+(ert-deftest lispm-hostile-condition-data-is-bounded ()
+  "A tool's condition data, circular or huge, crosses as bounded plain data."
+  (let* ((circular (list 1 2))
+         (data (progn (setcdr (cdr circular) circular)
+                      (lispm-run--data (list (make-string 100000 ?x) circular
+                                             (propertize "p" 'display '(eval (ding))) 3 'sym)))))
+    (should (= (length (nth 0 data)) 2000))
+    (should (stringp (nth 1 data)))
+    (should (< (length (nth 1 data)) 2001))
+    (should-not (text-properties-at 0 (nth 2 data)))
+    (should (equal (nthcdr 3 data) '(3 sym)))))
+
 ;;; 3. Nothing that comes back can act
 
 (ert-deftest lispm-hostile-what-comes-back-is-plain ()
