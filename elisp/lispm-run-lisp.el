@@ -41,7 +41,7 @@
 ;;   key or token of the user's or of LispM's reaches it;
 ;; - under bubblewrap (`lispm-run-lisp-sandbox'), it has no network,
 ;;   sees the system's programs and libraries read-only, nothing of
-;;   $HOME or of any project, and a private writable /tmp;
+;;   $HOME or of any project, and a private writable /tmp of 64 MB;
 ;; - it runs under resource limits set when it starts: memory
 ;;   (`lispm-run-lisp-memory-limit') and CPU time
 ;;   (`lispm-run-lisp-cpu-limit'); and this Emacs ends it when it
@@ -143,6 +143,9 @@ that asks and asks is not one to answer."
 
 (defconst lispm-run-lisp--call-fuel 100
   "The fuel each tool call of a program burns.")
+
+(defconst lispm-run-lisp--file-limit (* 64 1024 1024)
+  "The most bytes a program's Emacs may write to its private /tmp, or to a file.")
 
 (defconst lispm-run-lisp--line-limit (* 8 1024 1024)
   "The longest line, in characters, a program's Emacs may write.")
@@ -543,7 +546,8 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
 /tmp, the working folder; no network, no other namespace shared."
   ;; The private /tmp first: a folder under /tmp bound later shows on it.
   (let ((arguments (list "--unshare-all" "--die-with-parent" "--new-session"
-                         "--cap-drop" "ALL" "--clearenv" "--tmpfs" "/tmp"))
+                         "--cap-drop" "ALL" "--clearenv"
+                         "--size" (number-to-string lispm-run-lisp--file-limit) "--tmpfs" "/tmp"))
         (bound nil))
     (dolist (folder '("/usr" "/bin" "/sbin" "/lib" "/lib32" "/lib64" "/libx32"))
       (cond ((file-symlink-p folder)
@@ -574,6 +578,7 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
                        ;; SIGXCPU at the limit, SIGKILL 5 s later.
                        (format "--cpu=%d:%d" lispm-run-lisp-cpu-limit
                                (+ lispm-run-lisp-cpu-limit 5))
+                       (format "--fsize=%d" lispm-run-lisp--file-limit)
                        "--core=0")))
     (append (if (executable-find "prlimit")
                 (append (list (executable-find "prlimit")) limits (list "--"))

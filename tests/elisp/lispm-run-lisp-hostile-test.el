@@ -149,14 +149,20 @@ and the secret in no result."
                                            (error 'refused))
                                          (condition-case nil
                                              (progn (write-region \"x\" nil \"/usr/lispm-hostile\") 'wrote)
-                                           (error 'read-only)))))"
+                                           (error 'read-only))
+                                         (condition-case nil
+                                             (let ((s (make-string (* 1024 1024) ?x)))
+                                               (dotimes (i 100)
+                                                 (write-region s nil (format \"/tmp/f%%d\" i)))
+                                               'filled)
+                                           (error 'full)))))"
                                 (expand-file-name ".authinfo" folder)
                                 (expand-file-name "~/")
                                 port))
                        :error)))
             ;; push on that place is refused, but only after the expansion ran,
             ;; in the sandbox: its findings are in the refusal's form.
-            (should (string-match-p "(nil [0-9]+ nil nil refused read-only)" text)))
+            (should (string-match-p "(nil [0-9]+ nil nil refused read-only full)" text)))
         (delete-process server))
       (accept-process-output nil 0.1)
       (should (= connections 0)))))
