@@ -24,7 +24,11 @@
 ;; section each, newest last: who asks (agent and role), the kind, and
 ;; what: an edit's diff, a shell command with its folder, an eval form
 ;; pretty-printed, an Org file (a skill an agent writes) as Org shows
-;; it.  While anything waits, the mode line says so (lispm-notice.el
+;; it.  Whatever the agent sent, showing it costs little: a line longer
+;; than `lispm-approvals-line-limit' characters is cut, and so is the
+;; text after `lispm-approvals-max-lines' lines, each cut with a note;
+;; `v' (`lispm-approvals-view-whole') shows the whole in a buffer of its
+;; own.  While anything waits, the mode line says so (lispm-notice.el
 ;; follows `lispm-approvals-changed-hook').  Later CALLBACK is called
 ;; exactly once with one of:
 ;;
@@ -73,6 +77,18 @@ A `display-buffer' action; the buffer is shown, never selected."
 (defcustom lispm-approvals-hide-when-done t
   "Non-nil means hide the approvals buffer's windows once nothing waits."
   :type 'boolean)
+
+(defcustom lispm-approvals-max-lines 300
+  "The most lines of an approval's diff or text that its section shows.
+Past them, a note says how many more there are, and
+\\<lispm-approvals-mode-map>\\[lispm-approvals-view-whole] shows them all in a buffer of their own."
+  :type 'natnum)
+
+(defconst lispm-approvals-line-limit 500
+  "The most characters of one line that an approval's section shows.
+A longer line keeps its start and a note of how many characters
+follow, so that no line an agent sends, however long, costs much to
+show; \\<lispm-approvals-mode-map>\\[lispm-approvals-view-whole] shows it whole.")
 
 (defcustom lispm-approvals-audit-automatic '(edit shell eval)
   "Kinds whose actions the policy allows at once are still audited.
@@ -147,10 +163,18 @@ called after the approval's own callback.")
 ;;; Describing an action
 
 (defun lispm-approvals--one-line (string max)
-  "Return STRING on one line, cut to MAX characters."
-  (truncate-string-to-width
-   (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " string))
-   max nil nil "..."))
+  "Return STRING on one line, cut to MAX characters, without its properties."
+  ;; Only the start that can show is worked on: STRING may be megabytes.
+  (let* ((length (length string))
+         (start (or (string-match-p "[^ \t\n\r]" string) length))
+         (end (min length (+ start (* 2 max))))
+         (line (string-trim (replace-regexp-in-string
+                             "[ \t\n\r]+" " " (substring-no-properties string start end)))))
+    (truncate-string-to-width
+     (if (and (< end length) (string-match-p "[^ \t\n\r]" string end))
+         (concat line "...")
+       line)
+     max nil nil "...")))
 
 (defun lispm-approvals--relative (agent file)
   "Return FILE as AGENT would name it: relative to its folder if inside it."
@@ -185,8 +209,10 @@ A helper is \"NAME (role ROLE, helper of CALLER)\"."
 
 (defun lispm-approvals--fontify (text mode)
   "Return TEXT fontified as MODE, a major mode function, would show it.
-Only the faces are kept, so that the text shows as it is: nothing
-of it hidden (as Org hides a link's brackets) or made active."
+Of MODE's work only the faces are kept, so that the text shows as it
+is: nothing of it hidden (as Org hides a link's brackets) or made
+active.  TEXT's own properties stay: it is text made to be shown,
+such as `lispm-approvals--cut' returns, never an agent's."
   (with-temp-buffer
     (insert text)
     (when (eq mode #'org-mode)
@@ -200,11 +226,12 @@ of it hidden (as Org hides a link's brackets) or made active."
     ;; No folding, images or LaTeX run at Org's startup either.
     (let ((org-inhibit-startup t))
       (delay-mode-hooks (funcall mode)))
-    ;; Fontify the diff alone: never look for the files it names.
-    (setq-local diff-font-lock-syntax nil)
+    ;; Fontify the diff alone, unrefined: never look for the files it
+    ;; names.
+    (lispm-agent-text-setup)
     (setq-local diff-font-lock-prettify nil)
     (ignore-errors (font-lock-ensure))
-    (let ((shown (substring-no-properties text))
+    (let ((shown (copy-sequence text))
           (pos (point-min)))
       (while (< pos (point-max))
         (let ((next (next-single-property-change pos 'face nil (point-max))))
@@ -218,15 +245,67 @@ of it hidden (as Org hides a link's brackets) or made active."
   (string-match-p "^@@ -0,0 " diff))
 
 (defun lispm-approvals--pretty-form (form)
-  "Return the Lisp text FORM pretty-printed, or FORM if it does not read."
-  (condition-case nil
-      (let ((pos 0) (out nil))
-        (while (string-match-p "[^ \t\n\r]" (substring form pos))
-          (pcase-let ((`(,sexp . ,end) (read-from-string form pos)))
-            (push (pp-to-string sexp) out)
-            (setq pos end)))
-        (if out (mapconcat #'identity (nreverse out) "") form))
-    (error form)))
+  "Return the Lisp text FORM pretty-printed, or FORM if it does not read.
+FORM longer than `lispm-pretty-print-limit' is returned as it is."
+  (if (> (length form) lispm-pretty-print-limit)
+      form
+    (condition-case nil
+        (let ((pos 0) (out nil))
+          (while (string-match-p "[^ \t\n\r]" (substring form pos))
+            (pcase-let ((`(,sexp . ,end) (read-from-string form pos)))
+              (push (pp-to-string sexp) out)
+              (setq pos end)))
+          (if out (mapconcat #'identity (nreverse out) "") form))
+      (error form))))
+
+;;; Cutting what is shown to size
+
+(defconst lispm-approvals--parts
+  '((:diff . "diff") (:org . "file") (:command . "command") (:form . "form") (:text . "text"))
+  "The keys of a target whose text an approval shows, and what each is called.")
+
+(defun lispm-approvals--count-lines (text pos)
+  "Return how many lines TEXT has from POS on."
+  (with-temp-buffer
+    (insert (substring-no-properties text pos))
+    (count-lines (point-min) (point-max))))
+
+(defun lispm-approvals--note (count unit)
+  "Return the note that COUNT more UNITs were cut, such as \"[… 2 more lines]\"."
+  (propertize (format "[… %d more %s%s]" count unit (if (= count 1) "" "s"))
+              'lispm-approvals-note t))
+
+(defun lispm-approvals--cut (text)
+  "Return (SHOWN . CUT): TEXT cut to fit an approval's section, and if cut.
+SHOWN has none of TEXT's properties.  A line longer than
+`lispm-approvals-line-limit' keeps its start and a note of how many
+characters follow; after `lispm-approvals-max-lines' lines, a last
+line says how many more there are.  The notes have the property
+`lispm-approvals-note'.  CUT is non-nil if anything was left out.
+This takes time in proportion to what is shown, not to TEXT's length."
+  (let ((total (length text))
+        (limit lispm-approvals-line-limit)
+        (pos 0) (lines 0) (pieces nil) (cut nil))
+    (while (and (< pos total) (< lines lispm-approvals-max-lines))
+      (let* ((newline (string-search "\n" text pos))
+             (end (or newline total))
+             (next (if newline (1+ newline) total)))
+        (if (<= (- end pos) limit)
+            (push (substring-no-properties text pos next) pieces)
+          (push (substring-no-properties text pos (+ pos limit)) pieces)
+          (push (lispm-approvals--note (- end pos limit) "character") pieces)
+          (when newline (push "\n" pieces))
+          (setq cut t))
+        (setq pos next
+              lines (1+ lines))))
+    (when (< pos total)
+      (push (lispm-approvals--note (lispm-approvals--count-lines text pos) "line") pieces)
+      (setq cut t))
+    (cons (apply #'concat (nreverse pieces)) cut)))
+
+(defun lispm-approvals--cut-line (text)
+  "Return TEXT, a line, cut as `lispm-approvals--cut' cuts it."
+  (car (lispm-approvals--cut text)))
 
 ;;; The buffer
 
@@ -239,6 +318,7 @@ of it hidden (as Org hides a link's brackets) or made active."
   "n" #'lispm-approvals-next
   "p" #'lispm-approvals-previous
   "RET" #'lispm-approvals-visit
+  "v" #'lispm-approvals-view-whole
   "g" #'lispm-approvals-refresh
   "TAB" #'forward-button
   "<backtab>" #'backward-button)
@@ -251,6 +331,7 @@ Each section is one approval.  On a section:
 \\[lispm-approvals-allow-session] allows it, and this kind for this agent for the rest of its session.
 \\[lispm-approvals-deny] denies it, with a reason the agent reads.
 \\[lispm-approvals-visit] visits the file under point, else the agent's terminal.
+\\[lispm-approvals-view-whole] shows the whole diff or text, where the section shows it cut.
 \\[lispm-approvals-next] and \\[lispm-approvals-previous] move between approvals.
 
 \\{lispm-approvals-mode-map}"
@@ -262,7 +343,7 @@ Each section is one approval.  On a section:
          "\\<lispm-approvals-mode-map>\\[lispm-approvals-allow] allow once  \
 \\[lispm-approvals-allow-session] allow for session  \\[lispm-approvals-deny] deny  \
 \\[lispm-approvals-next]/\\[lispm-approvals-previous] next/previous  \
-\\[lispm-approvals-visit] visit  \\[quit-window] quit")))
+\\[lispm-approvals-visit] visit  \\[lispm-approvals-view-whole] whole  \\[quit-window] quit")))
 
 (defface lispm-approvals-heading '((t :inherit bold))
   "Face of the first line of an approval.")
@@ -272,6 +353,9 @@ Each section is one approval.  On a section:
 
 (defface lispm-approvals-kind '((t :inherit warning))
   "Face of the kind of action asked for.")
+
+(defface lispm-approvals-note '((t :inherit shadow))
+  "Face of the notes that say what of an approval's text is not shown.")
 
 (defun lispm-approvals--button (label action help)
   "Insert a button LABEL to call ACTION with no argument; HELP describes it."
@@ -285,6 +369,47 @@ Each section is one approval.  On a section:
     (insert text)
     (unless (bolp) (insert "\n"))
     (add-text-properties start (point) '(line-prefix "    " wrap-prefix "    "))))
+
+(defvar lispm-approvals--made (make-hash-table :test 'eq :weakness 'key)
+  "What the section of each approval shows of its parts, made once.
+An alist of (PART SHOWN . CUT) for each approval: the sections are
+drawn again whenever an approval comes or goes.")
+
+(defun lispm-approvals--make-part (text show prepare)
+  "Return (SHOWN . CUT): TEXT made fit for a section, and whether it was cut.
+PREPARE, if non-nil, is a function that makes of TEXT what is cut to
+size (see `lispm-approvals--cut'); SHOW, if non-nil, a function that
+makes of that what is shown, as `lispm-approvals--fontify' does."
+  (pcase-let ((`(,shown . ,cut) (lispm-approvals--cut (if prepare (funcall prepare text) text))))
+    (let ((shown (if show (funcall show shown) shown))
+          (pos 0))
+      (while (setq pos (text-property-not-all pos (length shown) 'lispm-approvals-note nil shown))
+        (let ((end (next-single-property-change pos 'lispm-approvals-note shown (length shown))))
+          (add-face-text-property pos end 'lispm-approvals-note nil shown)
+          (setq pos end)))
+      (cons shown cut))))
+
+(defun lispm-approvals--insert-part (approval part text &optional show prepare)
+  "Insert TEXT, the PART of APPROVAL's target, in the section of APPROVAL.
+PART is a key of `lispm-approvals--parts'.  TEXT is made into what is
+shown by `lispm-approvals--make-part', with SHOW and PREPARE, once for
+each approval and part.  After a cut text, a button shows it whole."
+  (pcase-let* ((start (point))
+               (`(,shown . ,cut)
+                (or (alist-get part (gethash approval lispm-approvals--made))
+                    (setf (alist-get part (gethash approval lispm-approvals--made))
+                          (lispm-approvals--make-part text show prepare)))))
+    (lispm-approvals--insert-block shown)
+    (when cut
+      (let ((name (alist-get part lispm-approvals--parts)))
+        (insert "  Cut to fit: ")
+        (lispm-approvals--button (format "[Show the whole %s]" name)
+                                 (lambda () (lispm-approvals-view-whole approval part))
+                                 (format "Show all of the %s in a buffer of its own" name))
+        (insert (substitute-command-keys
+                 "(or \\<lispm-approvals-mode-map>\\[lispm-approvals-view-whole])\n"))))
+    (add-text-properties start (point) (list 'lispm-approvals-part part
+                                             'lispm-approvals-cut cut))))
 
 (defun lispm-approvals--insert-section (approval)
   "Insert the section of APPROVAL at point."
@@ -323,7 +448,8 @@ Each section is one approval.  On a section:
     (dolist (file (plist-get target :files))
       (let ((absolute (expand-file-name file (lispm-actor-folder agent))))
         (insert "  File: "
-                (propertize (lispm-approvals--relative agent absolute)
+                (propertize (lispm-approvals--cut-line
+                             (lispm-approvals--relative agent absolute))
                             'lispm-approvals-file absolute
                             'face 'link
                             'help-echo "RET: visit this file")
@@ -331,30 +457,36 @@ Each section is one approval.  On a section:
     (when-let* ((diff (plist-get target :diff)))
       ;; A new Org file shows as itself, below: its diff would repeat it.
       (unless (and (plist-get target :org) (lispm-approvals--creates-p diff))
-        (lispm-approvals--insert-block (lispm-approvals--fontify diff #'diff-mode))
+        (lispm-approvals--insert-part approval :diff diff
+                                      (lambda (shown) (lispm-approvals--fontify shown #'diff-mode)))
         (when (plist-get target :org)
           (insert "  The whole file, as it would be:\n"))))
     (when-let* ((org (plist-get target :org)))
-      (lispm-approvals--insert-block (lispm-approvals--fontify org #'org-mode)))
+      (lispm-approvals--insert-part approval :org org
+                                    (lambda (shown) (lispm-approvals--fontify shown #'org-mode))))
     (when-let* ((command (plist-get target :command)))
       (let ((directory (or (plist-get target :directory) (lispm-actor-folder agent))))
-        (insert "  In: " (propertize (abbreviate-file-name directory)
+        (insert "  In: " (propertize (lispm-approvals--cut-line
+                                      (abbreviate-file-name directory))
                                      'lispm-approvals-file directory
                                      'face 'link
                                      'help-echo "RET: visit this folder")
                 "\n")
-        (lispm-approvals--insert-block
-         (concat (propertize "$ " 'face 'shadow)
-                 (propertize command 'face 'font-lock-string-face)))))
+        (lispm-approvals--insert-part
+         approval :command command
+         (lambda (shown) (concat (propertize "$ " 'face 'shadow)
+                                 (propertize shown 'face 'font-lock-string-face))))))
     (when-let* ((form (plist-get target :form)))
-      (lispm-approvals--insert-block
-       (lispm-approvals--fontify (lispm-approvals--pretty-form form) #'emacs-lisp-mode)))
+      (lispm-approvals--insert-part
+       approval :form form (lambda (shown) (lispm-approvals--fontify shown #'emacs-lisp-mode))
+       #'lispm-approvals--pretty-form))
     (when-let* ((touches (plist-get target :touches)))
       (insert "  It touches, as far as LispM can tell:\n")
       (dolist (line touches)
-        (insert "    " (propertize line 'face 'font-lock-warning-face) "\n")))
+        (insert "    " (propertize (lispm-approvals--cut-line line) 'face 'font-lock-warning-face)
+                "\n")))
     (when-let* ((text (plist-get target :text)))
-      (lispm-approvals--insert-block text))
+      (lispm-approvals--insert-part approval :text text))
     (insert "\n")
     (put-text-property start (point) 'lispm-approval approval)))
 
@@ -717,8 +849,9 @@ policy denies; the call pipeline, a tool outside the actor's role."
   (lispm-approvals-next (- (or n 1))))
 
 (defun lispm-approvals-refresh ()
-  "Redisplay the approvals buffer."
+  "Redisplay the approvals buffer, each approval's texts made anew."
   (interactive)
+  (clrhash lispm-approvals--made)
   (lispm-approvals--render))
 
 (defun lispm-approvals-visit ()
@@ -733,6 +866,53 @@ A terminal agent's buffer is its terminal (see `lispm-actor-home-buffer')."
       (if (buffer-live-p buffer)
           (pop-to-buffer buffer)
         (user-error "That agent has no buffer open")))))
+
+(defun lispm-approvals--part-here (approval)
+  "Return the part of APPROVAL to show whole, in its section in this buffer.
+It is the part at point; else the section's first part that was cut;
+else its first part."
+  (or (get-text-property (point) 'lispm-approvals-part)
+      (when-let* ((start (lispm-approvals--position-of approval)))
+        (let* ((end (next-single-property-change start 'lispm-approval nil (point-max)))
+               (at (or (text-property-not-all start end 'lispm-approvals-cut nil)
+                       (text-property-not-all start end 'lispm-approvals-part nil))))
+          (and at (get-text-property at 'lispm-approvals-part))))))
+
+(defun lispm-approvals-view-whole (&optional approval part)
+  "Show the whole of a diff or text of APPROVAL, the one at point, uncut.
+PART is the key of APPROVAL's target whose text is shown, such as
+`:diff' (see `lispm-approvals--parts'); by default the one at point,
+else the first that its section shows cut, else its first.  The text
+shows in a buffer of its own (a diff in `diff-mode'), which stays
+cheap to show whatever its lines (see `lispm-agent-text-setup')."
+  (interactive)
+  (let* ((approval (or approval (lispm-approvals--at-point)))
+         (target (lispm-approval-target approval))
+         (id (lispm-approval-id approval))
+         (part (or part
+                   (and (derived-mode-p 'lispm-approvals-mode)
+                        (lispm-approvals--part-here approval))
+                   (car (cl-find-if (lambda (entry) (plist-get target (car entry)))
+                                    lispm-approvals--parts))
+                   (user-error "Approval %s has no diff or text to show" id)))
+         (name (alist-get part lispm-approvals--parts))
+         (text (or (plist-get target part)
+                   (user-error "Approval %s has no %s" id name)))
+         (buffer (get-buffer-create (format "*LispM %s %s*" id name))))
+    (with-current-buffer buffer
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (substring-no-properties text))
+        (goto-char (point-min)))
+      (setq buffer-read-only t)
+      (if (eq part :diff) (diff-mode) (special-mode))
+      (lispm-agent-text-setup)
+      (setq header-line-format
+            (string-replace "%" "%%" (format "%s  %s asks for %s: the whole %s"
+                                             id (lispm-approvals-asker approval)
+                                             (lispm-approval-kind approval) name))))
+    (pop-to-buffer buffer)
+    buffer))
 
 ;;;###autoload
 (defun lispm-approvals-show (&optional agent)

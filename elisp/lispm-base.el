@@ -14,8 +14,9 @@
 
 ;;; Commentary:
 
-;; The customization group, the version, the root error condition and
-;; the one way to read a file no buffer visits, which every other LispM
+;; The customization group, the version, the root error condition,
+;; the one way to read a file no buffer visits and the one way to set
+;; up a buffer that shows an agent's text, which every other LispM
 ;; file builds on.  It requires nothing, so any
 ;; LispM library (the protocol code included) can load it alone.
 ;;
@@ -79,6 +80,7 @@
 ;;   -32088  lispm-lisp-fuel-exhausted       a run_lisp program ran out of fuel
 ;;   -32089  lispm-lisp-program-error        a run_lisp program signalled an error
 ;;   -32090  lispm-lisp-interrupted          a run_lisp program was stopped
+;;   -32091  lispm-lisp-limit-exceeded       a run_lisp program reached a limit
 ;;
 ;; `lispm-tool-no-such-file' has `lispm-no-such-file''s code: a tool's
 ;; missing file is a missing file.
@@ -161,6 +163,29 @@ Return what `insert-file-contents' returns."
         (format-alist nil)
         (after-insert-file-functions nil))
     (insert-file-contents file nil beg end)))
+
+;;; Text from agents
+
+(defconst lispm-pretty-print-limit 3000
+  "The longest Lisp text, in characters, LispM pretty-prints to show it.
+`pp' takes time growing faster than the text: longer text is shown as
+it was written.")
+
+(defun lispm-agent-text-setup ()
+  "Make the current buffer cheap to show, whatever text an agent put in it.
+Its long lines are wrapped, never truncated: a line of megabytes
+costs Emacs little to show wrapped, but truncated it is laid out to
+its end at each move along it.  Its paragraphs are read left to right,
+which spares the display a search for the direction of each.  A diff
+is neither refined word by word nor highlighted as the files it names:
+the first takes time quadratic in a line's length, the second reads
+and fontifies those files."
+  (setq-local truncate-lines nil
+              truncate-partial-width-windows nil
+              bidi-paragraph-direction 'left-to-right
+              bidi-inhibit-bpa t
+              diff-refine nil
+              diff-font-lock-syntax nil))
 
 (provide 'lispm-base)
 ;;; lispm-base.el ends here

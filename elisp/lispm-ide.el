@@ -158,6 +158,7 @@ Otherwise signal a `user-error'."
   (setq-local minor-mode-overriding-map-alist
               (assq-delete-all 'buffer-read-only
                                (copy-sequence minor-mode-overriding-map-alist)))
+  (lispm-agent-text-setup)
   (setq buffer-read-only t
         truncate-lines nil))
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import (
     bench_agent,
+    bench_approvals,
     bench_edit,
     bench_ide,
     bench_ledger,
@@ -54,6 +55,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "delivery": delivery.delivery,
     "ide": plain(lambda: asyncio.run(bench_ide.ide_tool_call()), TARGETS),
     "agent_revert": bench_edit.revert_40_files,
+    "approval_show": bench_approvals.show_1mb_line,
     "agent_commit": session.commit,
     "agent_stream": bench_agent.stream_cost,
     "agent_tool_step": bench_agent.tool_step,

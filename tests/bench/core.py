@@ -85,7 +85,7 @@ class Context:
 Benchmark = Callable[[Context], Awaitable[list[Metric]]]
 
 #: The targets of metrics whose benchmark does not set its own (plain
-#: functions, through `plain`), and of the delivery benchmark.
+#: functions, through `plain`), and of the delivery and approval benchmarks.
 TARGETS: dict[str, Target] = {
     "delivery_latency_median_ms": Target("<=", 50),
     "delivery_latency_p99_ms": Target("<=", 200),
@@ -96,6 +96,7 @@ TARGETS: dict[str, Target] = {
     "watcher_idle_cpu_percent_50_agents": Target("<", 1),
     "ide_tool_call_ratio": Target("<=", 1.3),
     "ide_tool_call_p99_ms_emacs_busy": Target("<=", 1),
+    "approval_show_1mb_line_ms": Target("<=", 50),
 }
 
 #: What a plain benchmark function returns: `{key: {"value": ..., "unit": ...}}`,

@@ -5,7 +5,9 @@
 ;; Requests return at once; the buffer shows who asks and what; each
 ;; key answers exactly once; several wait at once; agents that leave
 ;; have theirs withdrawn; the ledger hears every decision; the agent
-;; list finds an agent's approvals.  (The mode line: lispm-notice-test.el.)
+;; list finds an agent's approvals; whatever an agent sends shows cut
+;; to size, without its text properties, and whole on request.  (The
+;; mode line: lispm-notice-test.el.)
 
 ;;; Code:
 
@@ -40,6 +42,9 @@
              (lispm-test-with-registry ,@body))
          (when (get-buffer lispm-approvals-buffer-name)
            (kill-buffer lispm-approvals-buffer-name))
+         (dolist (buffer (buffer-list))
+           (when (string-match-p "\\`\\*LispM A[0-9]+ " (buffer-name buffer))
+             (kill-buffer buffer)))
          (delete-directory folder t)))))
 
 (defun lispm-approvals-test--agent (name folder)
@@ -498,6 +503,162 @@ See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder))
       (lispm-approvals-allow id)
       (should-not (get-buffer-window lispm-approvals-buffer-name))
       (should (string-search "Nothing waits" (lispm-approvals-test--text))))))
+
+;;; Any text, at little cost
+
+(defun lispm-approvals-test--uncut (line)
+  "Return LINE without the note that says how much of it was cut."
+  (replace-regexp-in-string "\\[… [0-9]+ more characters?\\]\\'" "" line))
+
+(ert-deftest lispm-approvals-test-a-1mb-line-shows-cut-and-whole-on-request ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (long (make-string (* 1024 1024) ?x))
+           (diff (lispm-edit-diff (concat "(setq a 1)\n" long "\n")
+                                  (concat "(setq a 2)\n" long "y\n")
+                                  "big.txt"))
+           (rec (lispm-approvals-test--recorder))
+           (id (lispm-approvals-request codex 'default 'edit
+                                        (list :files (list (expand-file-name "big.txt" folder))
+                                              :diff diff)
+                                        (car rec) "edit_file big.txt"))
+           (text (lispm-approvals-test--text)))
+      ;; No line is longer than the bound, but for the note that says so.
+      (dolist (line (split-string text "\n"))
+        (should (<= (length (lispm-approvals-test--uncut line)) lispm-approvals-line-limit)))
+      (should (< (length text) 4000))
+      ;; The cut is announced, how much was cut, and how to see it all.
+      (should (string-search (format "\n-%s[… %d more characters]\n"
+                                     (make-string (1- lispm-approvals-line-limit) ?x)
+                                     (- (1+ (length long)) lispm-approvals-line-limit))
+                             text))
+      (should (string-search (format "[… %d more characters]" (- (+ 2 (length long))
+                                                                 lispm-approvals-line-limit))
+                             text))
+      (should (string-search "Cut to fit: [Show the whole diff] (or v)" text))
+      ;; What is short shows as it is, with diff-mode's faces.
+      (should (string-search "\n-(setq a 1)\n" text))
+      (should (string-search "\n+(setq a 2)\n" text))
+      (with-current-buffer lispm-approvals-buffer-name
+        (goto-char (point-min))
+        (search-forward "+(setq a 2")
+        (should (memq 'diff-added (ensure-list (get-text-property (1- (point)) 'face))))
+        (search-forward "more characters")
+        (should (memq 'lispm-approvals-note (ensure-list (get-text-property (1- (point)) 'face)))))
+      ;; v on the diff shows it whole, in diff-mode, unrefined.
+      (lispm-approvals-test--press "v" id)
+      (with-current-buffer (format "*LispM %s diff*" id)
+        (should (equal (buffer-string) diff))
+        (should (derived-mode-p 'diff-mode))
+        (should buffer-read-only)
+        (should-not diff-refine)
+        (should-not diff-font-lock-syntax)
+        (should (eq bidi-paragraph-direction 'left-to-right))
+        (should (string-match-p "codex (role default) asks for edit: the whole diff"
+                                header-line-format)))
+      ;; And so does the button, again.
+      (kill-buffer (format "*LispM %s diff*" id))
+      (with-current-buffer lispm-approvals-buffer-name
+        (goto-char (point-min))
+        (search-forward "[Show the whole diff]")
+        (push-button (1- (point))))
+      (should (equal (with-current-buffer (format "*LispM %s diff*" id) (buffer-string)) diff))
+      ;; The decision is as ever.
+      (lispm-approvals-test--press "a" id)
+      (should (equal (car (cdr rec)) '((:decision allow)))))))
+
+(ert-deftest lispm-approvals-test-many-lines-show-cut ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (lispm-approvals-max-lines 40)
+           (lines 200000)
+           (diff (concat (format "@@ -0,0 +1,%d @@\n" lines)
+                         (mapconcat (lambda (n) (format "+line %d\n" n))
+                                    (number-sequence 1 lines) "")))
+           (id (lispm-approvals-request codex 'default 'edit (list :diff diff) #'ignore))
+           (shown (lispm-approvals-test--text)))
+      (should (string-search "\n+line 39\n" shown))
+      (should-not (string-search "\n+line 40\n" shown))
+      (should (string-search (format "\n[… %d more lines]\n  Cut to fit" (- lines 39)) shown))
+      (should (< (length shown) 2000))
+      ;; g cuts it again, to what is asked now.
+      (let ((lispm-approvals-max-lines 50))
+        (with-current-buffer lispm-approvals-buffer-name
+          (call-interactively (key-binding "g"))))
+      (should (string-search (format "\n+line 49\n[… %d more lines]\n" (- lines 49))
+                             (lispm-approvals-test--text)))
+      ;; v anywhere in the section shows what was cut.
+      (with-current-buffer lispm-approvals-buffer-name
+        (goto-char (lispm-approvals--position-of (lispm-approvals-get id)))
+        (call-interactively (key-binding "v")))
+      (with-current-buffer (format "*LispM %s diff*" id)
+        (should (equal (buffer-string) diff))))))
+
+(ert-deftest lispm-approvals-test-agent-text-shown-as-text ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (evil (lambda (string)
+                   (propertize string 'display "ALLOWED" 'invisible t 'lispm-from-agent t
+                               'face 'default)))
+           ;; Control characters, an escape sequence, a raw byte, a bidi override.
+           (raw (concat "nul:\0 esc:\e[2J bell:\a cr:\r raw:" (string-to-multibyte "\377")
+                        " rtl:\u202e"))
+           (long-form (format "(list %s)" (mapconcat #'number-to-string
+                                                      (number-sequence 1 5000) " ")))
+           (edit (lispm-approvals-request
+                  codex 'default 'edit
+                  (list :files (list (funcall evil (expand-file-name "a.el" folder)))
+                        :diff (funcall evil (concat "--- a/a.el\n+++ b/a.el\n@@ -1 +1 @@\n-"
+                                                    raw "\n+" raw "!\n"))
+                        :text (funcall evil raw))
+                  #'ignore (funcall evil "edit_file a.el"))))
+      (lispm-approvals-request codex 'default 'shell
+                               (list :command (funcall evil "make check")
+                                     :directory (funcall evil folder))
+                               #'ignore)
+      (lispm-approvals-request codex 'default 'eval
+                               (list :form (funcall evil "(message \"hi\")")
+                                     :touches (list (funcall evil "calls: message")))
+                               #'ignore)
+      (lispm-approvals-request codex 'default 'eval (list :form (funcall evil long-form))
+                               #'ignore)
+      ;; Invalid UTF-8: bytes, in a unibyte string.
+      (lispm-approvals-request codex 'default 'eval (list :text "bytes: \377\376\0 end")
+                               #'ignore)
+      (with-current-buffer lispm-approvals-buffer-name
+        ;; None of the agent's properties.
+        (dolist (property '(display invisible lispm-from-agent))
+          (should-not (text-property-not-all (point-min) (point-max) property nil)))
+        (let ((text (lispm-approvals-test--text)))
+          ;; Shown as the characters they are.
+          (should (string-search (concat "\n-" raw "\n+" raw "!\n") text))
+          (should (string-search (concat "\n" raw "\n") text))
+          (should (string-search "$ make check\n" text))
+          (should (string-search "(message \"hi\")" text))
+          (should (string-search (string-to-multibyte "bytes: \377\376\0 end\n") text))
+          ;; A form too long to pretty-print shows as written, cut.
+          (should (string-search (concat "\n" (substring long-form 0 lispm-approvals-line-limit)
+                                         (format "[… %d more characters]\n"
+                                                 (- (length long-form) lispm-approvals-line-limit)))
+                                 text))))
+      ;; Nor in the whole texts.
+      (dolist (part '(:diff :text))
+        (with-current-buffer (lispm-approvals-view-whole (lispm-approvals-get edit) part)
+          (should (string-search raw (buffer-string)))
+          (dolist (property '(display invisible lispm-from-agent))
+            (should-not (text-property-not-all (point-min) (point-max) property nil))))))))
+
+(ert-deftest lispm-approvals-test-summary-of-a-long-action ()
+  (lispm-approvals-test--with-state
+    (let* ((codex (lispm-approvals-test--agent "codex" folder))
+           (words (mapconcat #'identity (make-list 200000 "ab\tcd") " \n"))
+           (id (lispm-approvals-request codex 'default 'eval
+                                        (list :form (concat "  \n" words)) #'ignore))
+           (summary (lispm-approvals-summary (lispm-approvals-get id))))
+      (should (= (length summary) 200))
+      (should (string-prefix-p "eval: ab cd ab cd" summary))
+      (should (string-suffix-p "..." summary))
+      (should (equal (lispm-approvals--one-line "  a \n b   " 200) "a b")))))
 
 (provide 'lispm-approvals-test)
 ;;; lispm-approvals-test.el ends here

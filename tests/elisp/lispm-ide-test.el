@@ -97,6 +97,7 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
       (should (string-prefix-p "*lispm diff: f.txt (claude)" (buffer-name diff-buffer)))
       (with-current-buffer diff-buffer
         (should (eq major-mode 'lispm-ide-diff-mode))
+        (should-not diff-refine)
         (should (string-match-p "^-beta$" (buffer-string)))
         (should (string-match-p "^\\+BETA$" (buffer-string)))
         (should (string-match-p "claude proposes a change to f.txt" header-line-format))
