@@ -61,6 +61,7 @@
 (require 'lispm-agents)
 (require 'lispm-tools)
 (require 'lispm-skills)
+(require 'lispm-secrets)
 (require 'lispm-policy)
 ;; The roles need the policy, not the pipeline: no cycle.
 (require 'lispm-roles)
@@ -273,8 +274,12 @@ own `send_message', `ask_agent' and `reply' there."
                                        :test #'equal)))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/skill)) params)
-  "Load the skill PARAMS name for the agent they name."
-  (lispm-skill-load (plist-get params :skill) (lispm-calls--agent params)))
+  "Load the skill PARAMS name for the agent they name.
+The secrets Emacs knows of are withheld from its instructions, as from
+every tool's result (`lispm-secrets-redact')."
+  (let ((loaded (lispm-skill-load (plist-get params :skill) (lispm-calls--agent params))))
+    (plist-put (copy-sequence loaded) :instructions
+               (lispm-secrets-redact (plist-get loaded :instructions)))))
 
 (defun lispm-calls--json (outcome)
   "Return OUTCOME as the sidecar takes a tool's result: text or error, for JSON."

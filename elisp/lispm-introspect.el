@@ -22,15 +22,39 @@
 ;;   describe_function(name)      a function's arglist and documentation
 ;;   describe_variable(name)      a variable's documentation (not its value)
 ;;   function_source(name)        the file and text of its definition
-;;   info_node(node)              an Info node's text: "(elisp) Undo"
+;;   info_node(node)              an Info node's text: "(elisp) Undo",
+;;                                from the manuals Info finds by name
 ;;   variable_value(name)         a variable's value, printed with caps
 ;;
 ;; All but the last are of the kind `introspect', which the default
 ;; role allows.  A value is Emacs's state, so `variable_value' is a
-;; `read', which the policy decides; and a variable whose name looks
-;; like a secret's (`lispm-introspect-secret-regexp') is refused before
-;; anyone is asked, as `lispm-policy-denied'.  None of them leaves a
-;; buffer behind.
+;; `read', which the policy decides; the default role allows it too.
+;; None of them leaves a buffer behind, and none shows a secret: what
+;; they return passes through `lispm-secrets-redact' (`lispm-tools-run'),
+;; info_node reads no file but an installed manual, and function_source
+;; no file of keys (`lispm-secrets-file-p').
+;;
+;; Which values variable_value shows: a deny-list, checked on the value.
+;; An allow-list of variables cannot be made safe: whether a value holds
+;; a secret depends on the value, not on the variable's name or kind
+;; (`process-environment' is documented, `lispm-models' is an option,
+;; and either may hold a key), and one short enough to trust would not
+;; show an agent the state it needs.  So a value is refused, as
+;; `lispm-policy-denied' and before anyone is asked, if
+;;
+;;   - the variable's name looks like a secret's
+;;     (`lispm-introspect-secret-regexp'), or it is, or is an alias of,
+;;     one of `lispm-introspect-secret-variables': the environments,
+;;     auth-source's caches, the kill ring, `lispm-models', ...;
+;;   - or the value, looked through whole (`lispm-secrets-value-problem':
+;;     bounded, circular-safe), holds a secret Emacs knows of (an
+;;     environment variable's key, a password auth-source read, LispM's
+;;     tokens: `lispm-secrets-known'), a string shaped like a key, an
+;;     assignment to a secret's name (FOO_TOKEN=...), or a string under a
+;;     secret's name (:password "...");
+;;   - or its printed text does.
+;;
+;; Only the global value is shown, never a buffer's own.
 
 ;;; Code:
 
@@ -41,9 +65,11 @@
 (require 'lispm-base)
 (require 'lispm-policy)
 (require 'lispm-tools)
+(require 'lispm-secrets)
 
 (declare-function Info-find-node "info" (filename nodename &optional no-going-back strict-case))
 (declare-function Info-mode "info" ())
+(defvar Info-current-file)
 
 ;;; Options
 
@@ -58,17 +84,40 @@
   :group 'lispm-tools)
 
 (defconst lispm-introspect-secret-regexp
-  "password\\|passwd\\|token\\|secret\\|key\\|auth\\|credential"
+  "password\\|passwd\\|passphrase\\|token\\|secret\\|key\\|auth\\|credential\\|cookie"
   "Variables whose names match this, ignoring case, have their values refused.")
+
+(defcustom lispm-introspect-secret-variables
+  '((process-environment . "the environment, where API keys and tokens are")
+    (initial-environment . "the environment Emacs started with, where API keys and tokens are")
+    (password-data . "the password cache, where auth-source keeps what it found")
+    (auth-source-netrc-cache . "auth-source's cache of the netrc files it read")
+    (auth-source--session-nonce . "the key to auth-source's cached secrets")
+    (lispm-models . "where the models' keys come from, or the keys")
+    (url-cookie-storage . "cookies, which log in")
+    (url-cookie-secure-storage . "cookies, which log in")
+    (url-request-extra-headers . "HTTP headers, which may carry a key")
+    (kill-ring . "text the user copied, keys and passwords included")
+    (kill-ring-yank-pointer . "text the user copied, keys and passwords included")
+    (register-alist . "the registers, with text the user copied"))
+  "Variables whose values `variable_value' never shows, each with what it holds.
+What it holds is the reason the agent is given.  An alias of one of
+them is refused too.  Whatever the variable, a value that holds a
+secret is refused anyway (`lispm-secrets-value-problem'); these are
+the variables that hold secrets by nature."
+  :type '(alist :key-type variable :value-type string)
+  :group 'lispm-tools)
 
 ;;; Helpers
 
 (defun lispm-introspect--cap (text)
-  "Return TEXT cut to `lispm-introspect-text-limit' characters, with a note."
+  "Return TEXT cut to `lispm-introspect-text-limit' characters, with a note.
+A secret the cut halves is withheld, its part that would be shown
+\(`lispm-secrets-redact-window')."
   (if (<= (length text) lispm-introspect-text-limit)
       text
     (format "%s\n[%d characters cut: %d shown]"
-            (substring text 0 lispm-introspect-text-limit)
+            (lispm-secrets-redact-window text 0 lispm-introspect-text-limit)
             (- (length text) lispm-introspect-text-limit)
             lispm-introspect-text-limit)))
 
@@ -191,6 +240,10 @@ visited already."
 describe_function gives its documentation." symbol))
      ((null file)
       (format "%s has no known source file (it was defined by evaluation)." symbol))
+     ((lispm-secrets-file-p file)
+      (lispm-secrets-refuse "function_source" 'introspect
+                            (format "%s, and LispM never shows such a file"
+                                    (lispm-secrets-file-p file))))
      (t
       (pcase-let ((`(,where . ,text)
                    (condition-case err
@@ -201,17 +254,25 @@ describe_function gives its documentation." symbol))
         (lispm-introspect--cap (format ";; %s\n%s" (abbreviate-file-name where) text)))))))
 
 (defun lispm-introspect--parse-node (node)
-  "Return (FILE . NODE-NAME) of NODE, \"(FILE) NODE-NAME\" or \"(FILE)\"."
-  (if (string-match "\\`[ \t]*(\\([^)]+\\))[ \t]*\\(.*?\\)[ \t]*\\'" node)
-      (cons (match-string 1 node)
-            (let ((name (match-string 2 node)))
-              (if (string-empty-p name) "Top" name)))
+  "Return (FILE . NODE-NAME) of NODE, \"(FILE) NODE-NAME\" or \"(FILE)\".
+FILE must name a manual, not a file: a name with a directory in it
+\(\"(~/.authinfo) *\" would show that file whole) is refused."
+  (unless (string-match "\\`[ \t]*(\\([^)]+\\))[ \t]*\\(.*?\\)[ \t]*\\'" node)
     (lispm-signal 'lispm-tool-bad-args (list node)
-                  "info_node: %S is not an Info node such as \"(elisp) Change Groups\"" node)))
+                  "info_node: %S is not an Info node such as \"(elisp) Change Groups\"" node))
+  (let ((file (match-string 1 node))
+        (name (match-string 2 node)))
+    (when (string-match-p "[/\\~]\\|\\`\\.\\|\\`[[:alpha:]]:" file)
+      (lispm-secrets-refuse
+       "info_node" 'introspect
+       (format "%s is a file's name; info_node reads only the manuals installed in \
+this Emacs, by name, such as (elisp)" file)))
+    (cons file (if (string-empty-p name) "Top" name))))
 
 (lispm-define-tool info-node ((node string "The node, such as \"(elisp) Change Groups\"."))
   "Return the text of an Info node, from the manuals installed in this Emacs."
   :kind 'introspect
+  :target (progn (lispm-introspect--parse-node node) nil)
   (require 'info)
   (pcase-let ((`(,file . ,name) (lispm-introspect--parse-node node)))
     (with-temp-buffer
@@ -222,6 +283,10 @@ describe_function gives its documentation." symbol))
               (Info-find-node file name t))
           (error (lispm-signal 'lispm-tool-error (list node)
                                "No Info node %s: %s" node (error-message-string err)))))
+      (when-let* ((why (and (stringp Info-current-file)
+                            (lispm-secrets-file-p Info-current-file))))
+        (lispm-secrets-refuse "info_node" 'introspect
+                              (format "%s, and LispM never shows such a file" why)))
       (lispm-introspect--cap
        (buffer-substring-no-properties (point-min) (point-max))))))
 
@@ -229,25 +294,47 @@ describe_function gives its documentation." symbol))
   "Refuse, with `lispm-policy-denied', the variable NAME if it seems a secret."
   (when (let ((case-fold-search t))
           (string-match-p lispm-introspect-secret-regexp name))
-    (let ((reason (format "the name %s looks like a secret's (it matches %s), \
+    (lispm-secrets-refuse
+     "variable_value" 'read
+     (format "the name %s looks like a secret's (it matches %s), \
 and LispM never shows such values" name
-                          (string-replace "\\|" ", " lispm-introspect-secret-regexp))))
-      (signal 'lispm-policy-denied
-              (list (format "variable_value refused: %s" reason) 'read 'policy reason)))))
+             (string-replace "\\|" ", " lispm-introspect-secret-regexp)))))
+
+(defun lispm-introspect--value-text (name)
+  "Return the global value of the variable NAME, printed, unless it is secret.
+Refuse it, with `lispm-policy-denied', if it may hold one: see the
+Commentary.  Signal `lispm-tool-error' if there is no such variable."
+  (lispm-introspect--refuse-secret name)
+  (let* ((symbol (lispm-introspect--symbol name #'boundp))
+         (target (indirect-variable symbol))
+         (refuse (lambda (reason)
+                   (lispm-secrets-refuse "variable_value" 'read
+                                         (format "the value of %s cannot be shown: %s; \
+LispM never shows an agent a secret" symbol reason)))))
+    (unless (eq target symbol)
+      (lispm-introspect--refuse-secret (symbol-name target)))
+    (when-let* ((holds (alist-get target lispm-introspect-secret-variables)))
+      (funcall refuse (format "it holds %s" holds)))
+    (let* ((known (lispm-secrets-known))
+           (value (default-value symbol))
+           (text (let ((print-length 50) (print-level 6) (print-escape-newlines t))
+                   (prin1-to-string value))))
+      (when-let* ((problem (or (lispm-secrets-value-problem value known)
+                               (lispm-secrets-value-problem text known))))
+        (funcall refuse problem))
+      text)))
 
 (lispm-define-tool variable-value ((name string "The variable's name, such as fill-column."))
   "Return an Emacs Lisp variable's global value, printed.
 Long lists and deep structures are cut (`print-length', `print-level').
-Variables whose names look like secrets (password, token, key, auth,
-...) are refused."
+A value that may hold a secret is refused: a variable whose name looks
+like a secret's (password, token, key, auth, ...), one that holds the
+environment, auth-source's caches or copied text, and any value in
+which a key, a password or a token is."
   :kind 'read
-  :target (progn (lispm-introspect--refuse-secret name)
+  :target (progn (lispm-introspect--value-text name)
                  (list :text (format "the value of the variable %s" name)))
-  (lispm-introspect--refuse-secret name)
-  (let ((symbol (lispm-introspect--symbol name #'boundp)))
-    (lispm-introspect--cap
-     (let ((print-length 50) (print-level 6) (print-escape-newlines t))
-       (prin1-to-string (default-value symbol))))))
+  (lispm-introspect--cap (lispm-introspect--value-text name)))
 
 (provide 'lispm-introspect)
 ;;; lispm-introspect.el ends here

@@ -36,7 +36,9 @@
 ;;   file             a JSON string naming a file or directory; it is
 ;;                    confined to the agent's folder by
 ;;                    `lispm-tools-resolve' before anything else happens,
-;;                    and the body receives its truename
+;;                    a file of keys or tokens is refused wherever it is
+;;                    (`lispm-secrets-file-p'), and the body receives its
+;;                    truename
 ;;   integer, number  JSON numbers
 ;;   boolean          true or false (the body gets t or nil)
 ;;   (array string)   a JSON array of strings (the body gets a list)
@@ -58,7 +60,10 @@
 ;;
 ;; The caller's protocol: `lispm-tool-target' first (bad arguments and
 ;; paths outside the folder are refused there, before the policy or the
-;; user is asked), then the policy, then `lispm-tools-run'.
+;; user is asked), then the policy, then `lispm-tools-run'.  Whatever a
+;; tool returns, the secrets Emacs knows of are withheld from it
+;; (`lispm-secrets-redact'): no key, password or token reaches an agent
+;; in a tool's result.
 ;;
 ;; The base tools: read_file, list_files, grep, edit_file, write_file,
 ;; run_shell, eval_elisp and search_tools.  Skills (lispm-skills.el)
@@ -73,6 +78,7 @@
 (require 'lispm-agents)
 (require 'lispm-policy)
 (require 'lispm-edit)
+(require 'lispm-secrets)
 
 (declare-function lispm-skills-search "lispm-skills" (query &optional folder))
 
@@ -498,10 +504,16 @@ does not take."
 (defun lispm-tools--arguments (tool agent args)
   "Return the argument values of a call of TOOL by AGENT with ARGS.
 Validate ARGS, then confine `file' arguments to AGENT's folder,
-replacing each with its truename."
+replacing each with its truename, and refuse a file of keys or tokens
+\(`lispm-secrets-file-p'), whatever the folder."
   (cl-mapcar (lambda (spec value)
                (if (and value (eq (nth 1 spec) 'file))
-                   (lispm-tools-resolve agent value)
+                   (let ((file (lispm-tools-resolve agent value)))
+                     (when-let* ((why (lispm-secrets-file-p file)))
+                       (lispm-secrets-refuse
+                        (lispm-tool-name tool) (lispm-tool-kind tool)
+                        (format "%s; LispM's tools never read or change it" why)))
+                     file)
                  value))
              (lispm-tool-args tool)
              (lispm-tools--check-args tool args)))
@@ -551,7 +563,8 @@ Nothing is changed.  The plist always has `:kind' (TOOL's kind) and
 `:tool' (its name); `:files' lists the truenames of its file
 arguments.  Edit tools add `:diff', the unified diff of the change
 they propose; `run_shell' gives `:command' and `:directory'; and
-`eval_elisp' `:form', the form pretty-printed.  Signal like
+`eval_elisp' `:form', the form pretty-printed (as written if longer
+than `lispm-pretty-print-limit').  Signal like
 `lispm-tools-validate', and `lispm-tool-outside-folder' for a path
 outside AGENT's folder: that refusal needs nobody's approval."
   (let* ((tool (lispm-tools--tool tool))
@@ -606,6 +619,14 @@ out of Emacs passes it through this first."
                unless (eq key :changes) append (list key value))
     result))
 
+(defun lispm-tools--withhold-secrets (result)
+  "Return RESULT, a result plist, with the known secrets in its texts withheld."
+  (let ((known (lispm-secrets-known)))
+    (cl-loop for (key value) on result by #'cddr
+             append (list key (if (memq key '(:text :error))
+                                  (lispm-secrets-redact value known)
+                                value)))))
+
 (defun lispm-tools-run (tool agent args callback)
   "Run TOOL for AGENT with ARGS, a plist from JSON; pass the result to CALLBACK.
 TOOL is a `lispm-tool' or a tool's name.  The result is (:ok t :text
@@ -617,12 +638,13 @@ validated and paths confined first; asking the policy is the caller's
 business, before this.  Synchronous tools call CALLBACK before this
 returns; others (run_shell, grep) later, from a process sentinel.
 This never signals: every failure, an unknown tool included, goes to
-CALLBACK, exactly once."
+CALLBACK, exactly once.  The secrets Emacs knows of are withheld from
+the result's text and error (`lispm-secrets-redact')."
   (let* ((called nil)
          (done (lambda (result)
                  (unless called
                    (setq called t)
-                   (funcall callback result))))
+                   (funcall callback (lispm-tools--withhold-secrets result)))))
          (result
           (condition-case err
               (let* ((tool (lispm-tools--tool tool))
@@ -710,33 +732,38 @@ returns the result plist, which goes to DONE."
 ;;; Buffers and files
 
 (defun lispm-tools--text-window (file offset limit)
-  "Return (TEXT TOTAL BINARY): LIMIT characters of FILE's text from OFFSET.
+  "Return (TEXT TOTAL BINARY SHOWN): LIMIT characters of FILE's text from OFFSET.
 The text is FILE's buffer's if a buffer visits it, else the disk's,
-read by `lispm-insert-file-text'.  TOTAL is the length of the whole
-text, or nil when the file was too big to read whole: then only
-enough of it is read for any window `lispm-tools-read-limit' allows
-\(a character is at most 4 bytes), and more of it follows.  BINARY is
-FILE's size in bytes if it is not text (Emacs decoded it as
-`no-conversion'), else nil.
-Return nil if the file does not exist and no buffer visits it."
-  (let ((end (+ offset limit)))
+read by `lispm-insert-file-text'.  The secrets Emacs knows of are
+withheld from TEXT, even one the window cuts
+\(`lispm-secrets-redact-window'); SHOWN is how many characters of the
+file TEXT stands for.  TOTAL is the length of the whole text, or nil
+when the file was too big to read whole: then only enough of it is
+read for any window `lispm-tools-read-limit' allows (a character is
+at most 4 bytes), and more of it follows.  BINARY is FILE's size in
+bytes if it is not text (Emacs decoded it as `no-conversion'), else
+nil.  Return nil if the file does not exist and no buffer visits it."
+  (let* ((end (+ offset limit))
+         (window (lambda (text)
+                   (let ((from (min offset (length text))) (to (min end (length text))))
+                     (list (lispm-secrets-redact-window text from to) (- to from))))))
     (if-let* ((text (lispm-edit-live-text file)))
-        (list (substring text (min offset (length text)) (min end (length text)))
-              (length text) nil)
+        (pcase-let ((`(,shown-text ,shown) (funcall window text)))
+          (list shown-text (length text) nil shown))
       (when (file-regular-p file)
         (let* ((size (file-attribute-size (file-attributes file)))
-               ;; Enough for the longest window; less would cut a
-               ;; small file short for a small LIMIT.
-               (bytes (* 4 (+ offset (max limit lispm-tools-read-limit) 1)))
+               ;; Enough for the longest window, and for a secret it
+               ;; cuts; less would cut a small file short for a small LIMIT.
+               (bytes (* 4 (+ offset (max limit lispm-tools-read-limit) 1024)))
                (whole (<= size bytes)))
           (with-temp-buffer
             (lispm-insert-file-text file (if whole nil 0) (if whole nil bytes))
-            (let ((length (- (point-max) (point-min))))
-              (list (buffer-substring-no-properties
-                     (+ (point-min) (min offset length)) (+ (point-min) (min end length)))
-                    (and whole length)
-                    (and (eq (coding-system-base last-coding-system-used) 'no-conversion)
-                         size)))))))))
+            (let ((binary (and (eq (coding-system-base last-coding-system-used) 'no-conversion)
+                               size)))
+              (pcase-let ((`(,shown-text ,shown)
+                           (funcall window (buffer-substring-no-properties
+                                            (point-min) (point-max)))))
+                (list shown-text (and whole (- (point-max) (point-min))) binary shown)))))))))
 
 (defun lispm-tools--json-safe (text)
   "Return TEXT with each raw byte in it, which JSON cannot carry, made U+FFFD."
@@ -834,7 +861,7 @@ were left out and the OFFSET that reads on."
     (when (file-directory-p path)
       (lispm-signal 'lispm-tool-is-a-directory (list path)
                     "%s is a directory; list_files lists it" relative))
-    (pcase-let ((`(,text ,total ,binary)
+    (pcase-let ((`(,text ,total ,binary ,shown)
                  (or (lispm-tools--text-window path offset limit)
                      (lispm-signal 'lispm-tool-no-such-file (list path)
                                    "No such file: %s" relative))))
@@ -847,13 +874,16 @@ were left out and the OFFSET that reads on."
                              "read_file: `offset' %d is past the end of %s (%d characters)"
                              offset relative total))
       (concat (lispm-tools--json-safe text)
-              (lispm-tools--read-note offset (length text) total)))))
+              (lispm-tools--read-note offset shown total)))))
 
 (defun lispm-tools--list (agent directory regexp limit)
   "Return the files under DIRECTORY matching REGEXP, relative to AGENT's folder.
-Skip `.git' and do not follow symbolic links to directories.  Stop
-after LIMIT files; the last element is then the symbol `more'."
-  (let ((queue (list directory)) files (count 0))
+Skip `.git' and the files and directories of keys or tokens
+\(`lispm-secrets-file-p'), and do not follow symbolic links to
+directories.  Stop after LIMIT files; the last element is then the
+symbol `more'."
+  (let ((queue (list directory)) files (count 0)
+        (secrets (lispm-secrets-file-list)))
     (catch 'full
       (while queue
         (let ((dir (pop queue)))
@@ -862,6 +892,7 @@ after LIMIT files; the last element is then the symbol `more'."
                           (file-error nil)))
             (let ((file (expand-file-name name dir)))
               (cond ((member name '(".git" ".hg" ".svn")))
+                    ((lispm-secrets-file-p file secrets))
                     ((and (file-directory-p file) (not (file-symlink-p file)))
                      (setq queue (append queue (list file))))
                     ((or (null regexp) (string-match-p regexp name))
@@ -903,13 +934,34 @@ Names are relative to the folder; `.git' is skipped, and at most
             "--color=never" "-e" pattern "--" relative)
     (list "grep" "-r" "-n" "-I" "-E" "--exclude-dir=.git" "-e" pattern "--" relative)))
 
+(defun lispm-tools--grep-without-secrets (folder output truncated)
+  "Return OUTPUT of grep in FOLDER without the lines that could show a secret.
+A line is FILE:LINE:TEXT, FILE relative to FOLDER; it goes if FILE is
+one `lispm-secrets-file-p' names, or if a secret Emacs knows of is in
+it: withheld, it would still tell a pattern that matched it, one
+character at a time, from one that did not.  If the output was
+TRUNCATED, its last line, cut short, goes too."
+  (let* ((secrets (lispm-secrets-file-list))
+         (known (lispm-secrets-known))
+         (lines (split-string output "\n")))
+    (mapconcat #'identity
+               (cl-remove-if
+                (lambda (line)
+                  (or (lispm-secrets-find line known)
+                      (and (string-match "\\`\\(.+?\\):[0-9]+:" line)
+                           (lispm-secrets-file-p (expand-file-name (match-string 1 line) folder)
+                                                 secrets))))
+                (if truncated (butlast lines) lines))
+               "\n")))
+
 (lispm-define-tool grep (agent (pattern string "Extended regular expression to look for.")
                                &optional
                                (path file "File or directory to search, relative to the folder; default the folder."))
   "Search the folder's files for lines matching a regular expression.
 Each match reads FILE:LINE:TEXT, FILE relative to the folder.  Uses
 ripgrep if installed (Rust regexps), else grep -E; `.git' is skipped, and
-compressed files are searched as they are, not decompressed.
+compressed files are searched as they are, not decompressed.  No line
+of a file of keys or tokens, and no line holding a secret, is shown.
 The search runs without blocking Emacs, and stops after
 `lispm-tools-grep-timeout' seconds or `lispm-tools-grep-output-limit'
 characters."
@@ -924,10 +976,13 @@ characters."
         :timeout lispm-tools-grep-timeout
         :finish
         (lambda (output status truncated)
-          (let ((matches (replace-regexp-in-string "^\\./" "" output)))
+          (let ((matches (lispm-tools--grep-without-secrets
+                          folder (replace-regexp-in-string "^\\./" "" output) truncated)))
             (pcase status
               ('nil (list :ok nil :error (format "grep took longer than %s seconds"
                                                  lispm-tools-grep-timeout)))
+              ((guard (and (eql status 0) (string-blank-p matches)))
+               (list :ok t :text "No matches."))
               (0 (list :ok t :text (concat matches
                                            (and truncated "\n[output truncated]"))))
               (1 (list :ok t :text "No matches."))
@@ -1144,7 +1199,9 @@ created, changed or deleted are reported, even if it fails (see
 `lispm-edit-snapshot')."
   :kind 'eval
   :target (let ((sexp (lispm-tools--read-one form)))
-            (list :form (string-trim-right (pp-to-string sexp))
+            (list :form (if (> (length form) lispm-pretty-print-limit)
+                            form
+                          (string-trim-right (pp-to-string sexp)))
                   :touches (lispm-tools-eval-touches sexp)))
   (let* ((sexp (lispm-tools--read-one form))
          (snapshot (lispm-edit-snapshot (lispm-tools--folder agent)))

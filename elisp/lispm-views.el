@@ -50,12 +50,18 @@
 ;; Reading never changes anything: building the snapshot and answering
 ;; `emacs/buffer-text' move no point, create no buffer and run no hook.
 ;;
+;; No secret goes: the text of a buffer visiting a file of keys or
+;; tokens (`lispm-secrets-file-p') is never sent, and every text sent,
+;; the selection's and a buffer's, has the secrets Emacs knows of
+;; withheld (`lispm-secrets-redact').
+;;
 ;; Request from the sidecar:
 ;;   emacs/buffer-text {buffer}
 ;;     -> {buffer, file, truename, dirty, text}: the whole text, unsaved
-;;        changes included, narrowing ignored; `lispm-no-buffer'
-;;        (-32050) for an unknown or internal buffer, -32602 for bad
-;;        params.
+;;        changes included, narrowing ignored, secrets withheld;
+;;        `lispm-no-buffer' (-32050) for an unknown or internal buffer,
+;;        `lispm-policy-denied' (-32056) for one visiting a file of keys
+;;        or tokens, -32602 for bad params.
 
 ;;; Code:
 
@@ -63,6 +69,7 @@
 (require 'jsonrpc)
 (require 'lispm-base)
 (require 'lispm-sidecar)
+(require 'lispm-secrets)
 
 (declare-function flymake-diagnostic-text "flymake" (diag))
 (declare-function flymake-diagnostic-type "flymake" (diag))
@@ -178,6 +185,21 @@ window it was entered from."
           (if (window-live-p from) from window))
       window)))
 
+(defun lispm-views--secret-file (&optional buffer)
+  "Return why the file BUFFER visits is secret, or nil.
+See `lispm-secrets-file-p'."
+  (when-let* ((truename (lispm-views-truename buffer)))
+    (and (not (file-remote-p truename))
+         (lispm-secrets-file-p truename))))
+
+(defun lispm-views--shown-text (text)
+  "Return TEXT of the current buffer as an agent may see it.
+Nothing if the buffer visits a file of keys or tokens; else TEXT with
+the secrets Emacs knows of withheld."
+  (cond ((string-empty-p text) text)
+        ((lispm-views--secret-file) "")
+        (t (lispm-secrets-redact text))))
+
 (defun lispm-views--selection ()
   "Return the user's selection as the snapshot describes it, or nil."
   (let* ((window (lispm-views--selection-window))
@@ -194,8 +216,9 @@ window it was entered from."
                   :file (lispm-views-json-string buffer-file-name)
                   :truename (lispm-views-json-string (lispm-views-truename))
                   :text (lispm-views-json-string
-                         (buffer-substring-no-properties
-                          start (min end (+ start lispm-views-selection-max))))
+                         (lispm-views--shown-text
+                          (buffer-substring-no-properties
+                           start (min end (+ start lispm-views-selection-max)))))
                   :start (lispm-views-position start)
                   :end (lispm-views-position end)
                   :is_empty (lispm-views--bool (= start end)))))))))
@@ -448,6 +471,9 @@ internal buffer is no buffer, as far as the sidecar knows.  METHOD is
     (let ((buffer (get-buffer name)))
       (unless (and buffer (not (lispm-views-internal-buffer-p buffer)))
         (lispm-signal 'lispm-no-buffer (list name) "no buffer named %s" name))
+      (when-let* ((why (lispm-views--secret-file buffer)))
+        (lispm-secrets-refuse "read_buffer" 'read
+                              (format "%s, and LispM shows no agent its text" why)))
       (with-current-buffer buffer
         (save-restriction
           (widen)
@@ -456,7 +482,8 @@ internal buffer is no buffer, as far as the sidecar knows.  METHOD is
                 :truename (lispm-views-json-string (lispm-views-truename))
                 :dirty (lispm-views--bool (lispm-views--dirty-p buffer))
                 :text (lispm-views-json-string
-                       (buffer-substring-no-properties (point-min) (point-max)))))))))
+                       (lispm-secrets-redact
+                        (buffer-substring-no-properties (point-min) (point-max))))))))))
 
 (provide 'lispm-views)
 ;;; lispm-views.el ends here

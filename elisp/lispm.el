@@ -62,6 +62,7 @@
 ;;   lispm-notice.el    when an agent needs you: the list's mark, the mode line
 ;;   lispm-edit.el      editing as one undo step, change records, revert
 ;;   lispm-tools.el     LispM's tool registry and its base tools
+;;   lispm-secrets.el   what no tool shows an agent: keys, passwords, tokens
 ;;   lispm-skills.el    org-file skills, and trusting a project's code
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
 ;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info

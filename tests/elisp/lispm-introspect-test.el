@@ -13,6 +13,8 @@
 (require 'lispm)
 (require 'lispm-test-fixtures)
 
+(defvar Info-directory-list)
+
 (defvar lispm-introspect-test--api-token "hunter2"
   "A secret the tests must never see printed.")
 
@@ -145,28 +147,40 @@ End Tag Table
   "A tiny Info manual, so that the test needs none installed.")
 
 (ert-deftest lispm-introspect-test-info-node ()
+  (require 'info)
   (lispm-introspect-test--with-actor own
     (let* ((directory (make-temp-file "lispm-introspect-info-" t))
            (file (expand-file-name "lispmtest.info" directory))
+           (Info-directory-list (list directory))
            (buffers (buffer-list)))
       (unwind-protect
           (progn
             (with-temp-file file (insert lispm-introspect-test--info))
             (let ((text (lispm-introspect-test--text
-                         own "info_node" (list :node (format "(%s) Change Groups" file)))))
+                         own "info_node" '(:node "(lispmtest) Change Groups"))))
               (should (string-search "A change group makes many changes one unit of undo." text))
               (should-not (string-search "The test manual" text)))
             (should (string-search "The test manual"
                                    (lispm-introspect-test--text
-                                    own "info_node" (list :node (format "(%s)" file)))))
+                                    own "info_node" '(:node "(lispmtest)"))))
             (let ((outcome (lispm-introspect-test--call
-                            own "info_node" (list :node (format "(%s) No Such Node" file)))))
+                            own "info_node" '(:node "(lispmtest) No Such Node"))))
               (should-not (plist-get outcome :ok))
               (should (string-search "No Info node" (plist-get outcome :error))))
             (should (eq (car (plist-get (lispm-introspect-test--call own "info_node"
                                                                      '(:node "Change Groups"))
                                         :condition))
                         'lispm-tool-bad-args))
+            ;; A manual by name only: a file's name is refused, before
+            ;; anything is read (its node "*" would be the whole file).
+            (dolist (node (list (format "(%s) Change Groups" file) (format "(%s) *" file)
+                                "(~/.authinfo) *" "(../lispmtest) Top" "(./lispmtest) *"))
+              (let ((err (plist-get (lispm-introspect-test--call own "info_node"
+                                                                 (list :node node))
+                                    :condition)))
+                (should (eq (car err) 'lispm-policy-denied))
+                (should (equal (cddr err) (list 'introspect 'policy (nth 4 err))))
+                (should (string-search "reads only the manuals installed" (nth 4 err)))))
             (should (equal (buffer-list) buffers)))
         (delete-directory directory t)))))
 
