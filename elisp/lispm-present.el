@@ -52,6 +52,7 @@
 (defvar lispm-approvals-buffer-name)
 (declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
 (declare-function org-back-to-heading "org" (&optional invisible-ok))
+(declare-function org-at-property-p "org" ())
 (declare-function org-end-of-subtree "org" (&optional invisible-ok to-heading element))
 (declare-function org-fold-show-context "org-fold" (&optional key))
 (declare-function org-fold-show-entry "org-fold" (&optional hide-drawers))
@@ -188,12 +189,23 @@ a `user-error' if there is no such session."
   (format "^[ \t]*:%s:[ \t]+%s[ \t]*$" name
           (regexp-opt (list value (prin1-to-string value)))))
 
+(defun lispm-present--search-property (name value bound)
+  "Move past the next property line NAME: VALUE of a drawer, before BOUND.
+A line alike elsewhere (in a program or a result) is passed over.
+Return nil, point unmoved, if there is none."
+  (let ((regexp (lispm-present--property-line name value))
+        (start (point))
+        (found nil))
+    (while (and (not found) (re-search-forward regexp bound t))
+      (setq found (save-excursion (goto-char (match-beginning 0)) (org-at-property-p))))
+    (unless found (goto-char start))
+    found))
+
 (defun lispm-present--find-turn (session number)
   "Move to turn NUMBER's heading in SESSION's buffer, which is current.
 Return where its subtree ends; signal a `user-error' if there is no
 such turn."
-  (unless (re-search-forward
-           (lispm-present--property-line "LISPM_TURN" (number-to-string number)) nil t)
+  (unless (lispm-present--search-property "LISPM_TURN" (number-to-string number) nil)
     (user-error "Session %s has no turn %d" session number))
   (org-back-to-heading t)
   (save-excursion (org-end-of-subtree t t)))
@@ -212,8 +224,7 @@ Signal a `user-error' if the turn has no such call."
   (lispm-present--in-session
    session (lambda ()
              (let ((end (lispm-present--find-turn session number)))
-               (unless (re-search-forward (lispm-present--property-line "LISPM_CALL_ID" call)
-                                          end t)
+               (unless (lispm-present--search-property "LISPM_CALL_ID" call end)
                  (user-error "Turn %d of session %s has no call %s" number session call))
                (org-back-to-heading t)
                (cons (current-buffer) (point))))))
@@ -278,6 +289,7 @@ Signal a `user-error' if the turn has no such call."
         (insert (mapconcat #'lispm-present--change-diff (reverse edits) ""))
         (goto-char (point-min))
         (diff-mode)
+        (lispm-agent-text-setup)
         (setq buffer-read-only t)))
     (display-buffer buffer)
     buffer))

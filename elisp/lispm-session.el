@@ -36,7 +36,8 @@
 ;;   *** Call read_file                    a call: its id and tool in a
 ;;   :PROPERTIES: ... :END:                drawer (an ask's request id
 ;;   #+begin_src json ... #+end_src        too), its arguments in a
-;;                                         source block
+;;                                         source block (a program as
+;;                                         Lisp: see below)
 ;;   **** TODO Approve ...                 an approval asked for it
 ;;   **** Result                           its result, in an example
 ;;   #+begin_example ... #+end_example     block (long ones folded)
@@ -52,6 +53,18 @@
 ;; blanks, missing final newlines and empty texts come back as they
 ;; were.  Lines of the form `: note' and `# comment' outside blocks are
 ;; LispM's notes and the user's comments, never the conversation.
+;;
+;; A call's arguments are the model's JSON text, as it wrote them,
+;; except the program of a tool of `lispm-session-lisp-tools'
+;; (`run_lisp'): when the arguments are an object of its one member,
+;; a string that reads back as the same JSON text (plain text, not
+;; too long, written as `json-encode-string' writes it), the block is
+;; `#+begin_src emacs-lisp' with the program, verbatim, and reads back
+;; as that object, laid out as the text was (`:LISPM_JSON:' says how,
+;; if not `{"program":%s}').  The model's next request is so the same,
+;; byte for byte, as the one before: prompt caches hold.  Org neither
+;; evaluates the block (`:eval no') nor re-indents it when edited
+;; (`-i').  Any other arguments stay JSON.
 ;;
 ;; Git runs in processes of each sessions directory, never waited
 ;; for: each turn's commit holds the file as it was when the turn
@@ -69,6 +82,7 @@
 (require 'subr-x)
 (require 'org)
 (require 'org-src)
+(require 'json)
 (require 'lispm-base)
 
 ;;; Options and errors
@@ -101,10 +115,28 @@ not be a project's folder: every turn is committed there."
   "The result of a call that has none in the document.")
 
 (defconst lispm-session--fold-lines 12
-  "A result of more lines than this is shown folded.")
+  "A result or program of more lines than this is shown folded.")
 
 (defconst lispm-session--fold-chars 2000
-  "A result of more characters than this is shown folded.")
+  "A result or program of more characters than this is shown folded.")
+
+(defconst lispm-session-lisp-tools '(("run_lisp" . "program"))
+  "The tools whose calls show a program as Lisp, each with its member.
+An alist of tool names and the name of the member of the arguments
+that holds the program.  A call of one of them shows the program in
+an emacs-lisp block, when its arguments are an object of that member
+alone (see `lispm-session--lisp-program').  Session files are read
+back by it too: a tool taken out would read its calls wrong.")
+
+(defconst lispm-session--lisp-limit (* 32 1024)
+  "The most characters of a program shown as Lisp; a longer one stays JSON.
+Org fontifies a Lisp block whole whenever part of it is shown: 0.1 s
+for 64 KB, 2 s for 1 MB.")
+
+(defconst lispm-session--lisp-header " emacs-lisp -i :eval no"
+  "What follows `#+begin_src' at a program's block.
+Org never evaluates it (\\[org-ctrl-c-ctrl-c] would, with the user's
+rights, not run_lisp's), and keeps its indentation when it is edited.")
 
 (defconst lispm-session--git-timeout 60
   "Seconds after which a git process of the sessions is given up.")
@@ -208,18 +240,24 @@ Signal `invalid-read-syntax' or `end-of-file' if RAW is a broken string."
   (concat ":PROPERTIES:\n"
           (mapconcat (lambda (property)
                        (format ":%s: %s\n" (car property)
-                               (lispm-session--encode-value (cdr property))))
+                               (lispm-session--encode-value
+                                (substring-no-properties (cdr property)))))
                      properties "")
           ":END:\n"))
 
 (defun lispm-session--prose (text)
   "Return TEXT as words in the document, with the newline that ends them."
-  (concat (lispm-session--escape-prose text) "\n"))
+  (concat (lispm-session--escape-prose (substring-no-properties text)) "\n"))
 
 (defun lispm-session--block (kind header text)
   "Return a block of KIND (src, example) with HEADER, holding TEXT."
   (format "#+begin_%s%s\n%s\n#+end_%s\n" kind header
-          (lispm-session--escape-block text) kind))
+          (lispm-session--escape-block (substring-no-properties text)) kind))
+
+(defun lispm-session--long-p (text)
+  "Return non-nil if TEXT, a result or a program, is shown folded."
+  (or (> (length text) lispm-session--fold-chars)
+      (> (cl-count ?\n text) lispm-session--fold-lines)))
 
 (defun lispm-session--time ()
   "Return the time now, as the document writes it."
@@ -234,6 +272,64 @@ Signal `invalid-read-syntax' or `end-of-file' if RAW is a broken string."
           (if model (format "#+LISPM_MODEL: %s\n" (lispm-session--encode-value model)) "")
           (if agent (format "#+LISPM_AGENT: %s\n" (lispm-session--encode-value agent)) "")
           "#+TODO: TODO | DONE CANCELLED\n"))
+
+;;; Programs shown as Lisp
+
+(defun lispm-session--layout-start (key)
+  "Return the regexp of the JSON object of member KEY alone up to its value."
+  (format "\\`[ \t\n\r]*{[ \t\n\r]*\"%s\"[ \t\n\r]*:[ \t\n\r]*" (regexp-quote key)))
+
+(defun lispm-session--layout-regexp (key)
+  "Return the regexp of a layout of the JSON object of member KEY alone.
+A layout is the object's text with `%s' for the member's value."
+  (concat (lispm-session--layout-start key) "%s[ \t\n\r]*}[ \t\n\r]*\\'"))
+
+(defun lispm-session--lisp-program (name arguments)
+  "Return (PROGRAM . LAYOUT) if ARGUMENTS of a call of NAME show as Lisp.
+They do if NAME is a tool of `lispm-session-lisp-tools' and
+ARGUMENTS, JSON text, an object of the tool's member alone, whose
+value PROGRAM is a string that reads back as the same text
+\(`lispm-session--call-arguments'): at most `lispm-session--lisp-limit'
+characters, no control character but tabs and newlines (a NUL or a
+CR is best seen as a JSON escape), and written as `json-encode-string'
+writes it.  LAYOUT is ARGUMENTS with `%s' in place of that string, or
+nil if it is the compact {\"MEMBER\":%s}.  Return nil if they do not."
+  (when-let* ((key (cdr (assoc name lispm-session-lisp-tools)))
+              ((stringp arguments))
+              (object (ignore-errors (json-parse-string arguments :object-type 'alist)))
+              ((and (consp object) (null (cdr object)) (consp (car object))
+                    (equal (symbol-name (caar object)) key)))
+              (program (cdar object))
+              ((and (stringp program) (<= (length program) lispm-session--lisp-limit)))
+              ((not (string-match-p "[\0-\10\13-\37\177]" program)))
+              ((string-match (lispm-session--layout-start key) arguments))
+              (start (match-end 0))
+              (string (json-encode-string program))
+              (end (+ start (length string)))
+              ((and (<= end (length arguments))
+                    (string= string (substring arguments start end))))
+              (layout (concat (substring arguments 0 start) "%s" (substring arguments end)))
+              ((string-match-p (lispm-session--layout-regexp key) layout)))
+    (cons program (unless (equal layout (format "{\"%s\":%%s}" key)) layout))))
+
+(defun lispm-session--call-arguments (name header text layout position)
+  "Return the arguments, JSON text, of a call of NAME, read from its block.
+HEADER is what follows `#+begin_src' on the block's first line, TEXT
+the block's contents, LAYOUT the call's `:LISPM_JSON:' or nil.  The
+emacs-lisp block of a tool of `lispm-session-lisp-tools' holds the
+program: the arguments are the object of its member alone, laid out
+as LAYOUT says (default: compact).  Any other block holds the JSON
+text itself.  POSITION is for errors."
+  (let ((key (cdr (assoc name lispm-session-lisp-tools))))
+    (if (not (and key (member (car (split-string header)) '("emacs-lisp" "elisp"))))
+        text
+      (let ((layout (or layout (format "{\"%s\":%%s}" key))))
+        (unless (string-match-p (lispm-session--layout-regexp key) layout)
+          (lispm-session--fail position "a :LISPM_JSON: that is no JSON object of %s alone"
+                               key))
+        (let ((at (string-search "%s" layout)))
+          (concat (substring layout 0 at) (json-encode-string text)
+                  (substring layout (+ at 2))))))))
 
 ;;; Reading the document back
 
@@ -321,20 +417,24 @@ raw values, AFTER where the drawer ends; or nil if BEG has no drawer."
          (text (lispm-session--unescape-prose text)))
     (if (string-suffix-p "\n" text) (substring text 0 -1) text)))
 
-(defun lispm-session--read-block (beg end kind)
-  "Return the contents of the first block of KIND between BEG and END."
+(defun lispm-session--read-block (beg end kind &optional with-header)
+  "Return the contents of the first block of KIND between BEG and END.
+With WITH-HEADER non-nil, return (HEADER . CONTENTS), HEADER what
+follows `#+begin_KIND' on the block's first line."
   (save-excursion
     (goto-char beg)
     (let ((case-fold-search t))
-      (unless (re-search-forward (format "^[ \t]*#\\+begin_%s\\(?:[ \t].*\\)?$" kind) end t)
+      (unless (re-search-forward (format "^[ \t]*#\\+begin_%s\\([ \t].*\\)?$" kind) end t)
         (lispm-session--fail beg "no #+begin_%s block where one belongs" kind))
-      (let ((start (min end (1+ (match-end 0)))))
+      (let ((start (min end (1+ (match-end 0))))
+            (header (or (match-string-no-properties 1) "")))
         (unless (re-search-forward (format "^[ \t]*#\\+end_%s[ \t]*$" kind) end t)
           (lispm-session--fail (match-beginning 0) "a #+begin_%s without its #+end_%s"
                                kind kind))
-        (let ((text (lispm-session--unescape-block
-                     (buffer-substring-no-properties start (match-beginning 0)))))
-          (if (string-suffix-p "\n" text) (substring text 0 -1) text))))))
+        (let* ((text (lispm-session--unescape-block
+                      (buffer-substring-no-properties start (match-beginning 0))))
+               (text (if (string-suffix-p "\n" text) (substring text 0 -1) text)))
+          (if with-header (cons header text) text))))))
 
 (defun lispm-session--tags (title)
   "Return the tags at the end of the heading text TITLE, a list of strings."
@@ -399,8 +499,13 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
                (unless (and id name)
                  (lispm-session--fail start "a call without :LISPM_CALL_ID: and :LISPM_TOOL:"))
                (setq call (list :id id :name name
-                                :arguments (lispm-session--read-block
-                                            (cdr drawer) body-end "src")
+                                :arguments (let ((block (lispm-session--read-block
+                                                         (cdr drawer) body-end "src" t)))
+                                             (lispm-session--call-arguments
+                                              name (car block) (cdr block)
+                                              (lispm-session--property
+                                               (car drawer) "LISPM_JSON" start)
+                                              start))
                                 :result nil
                                 :request (lispm-session--property
                                           (car drawer) "LISPM_REQUEST" start)))
@@ -743,28 +848,57 @@ ended."
 
 (defun lispm-session-insert-call (buffer call)
   "Add CALL, (:id I :name N :arguments JSON-TEXT), to BUFFER's current reply.
-A reply heading comes first if the turn has none yet."
+A reply heading comes first if the turn has none yet.  A program of a
+tool of `lispm-session-lisp-tools' shows as Lisp, folded if long."
   (lispm-session--at-end buffer
     (unless lispm-session--step
       (insert (lispm-session--reply-heading))
       (setq lispm-session--step t))
-    (let ((name (plist-get call :name)))
+    (let* ((name (substring-no-properties (plist-get call :name)))
+           (arguments (substring-no-properties (or (plist-get call :arguments) "")))
+           (lisp (lispm-session--lisp-program name arguments))
+           (start (point)))
       (insert (format "*** Call %s\n" (lispm-session--one-line name 60))
               (lispm-session--drawer `(("LISPM_CALL_ID" . ,(plist-get call :id))
-                                       ("LISPM_TOOL" . ,name)))
-              (lispm-session--block "src" " json" (or (plist-get call :arguments) ""))))))
+                                       ("LISPM_TOOL" . ,name)
+                                       ,@(and (cdr lisp) `(("LISPM_JSON" . ,(cdr lisp))))))
+              (if lisp
+                  (lispm-session--block "src" lispm-session--lisp-header (car lisp))
+                (lispm-session--block "src" " json" arguments)))
+      (when (and lisp (lispm-session--long-p (car lisp)))
+        (goto-char start)
+        (org-fold-hide-entry)))))
+
+(defun lispm-session--call-line (id)
+  "Return the start of the line `:LISPM_CALL_ID: ID' in the call ID's drawer.
+The last such call in the current buffer's transcript; a line alike in
+a block (a program, a result) is passed over.  Signal
+`lispm-session-error' if there is no such call."
+  (save-excursion
+    (let ((regexp (format "^:LISPM_CALL_ID:[ \t]+%s[ \t]*$"
+                          (regexp-quote (lispm-session--encode-value id))))
+          (case-fold-search nil)
+          (found nil))
+      (goto-char (lispm-session--transcript-end))
+      (while (and (not found) (re-search-backward regexp nil t))
+        (let ((line (point)))
+          (save-excursion
+            (when (and (re-search-backward lispm-session--heading-regexp nil t)
+                       (= (length (match-string 1)) 3))
+              (let ((drawer (ignore-error lispm-session-unreadable
+                              (lispm-session--drawer-at (min (point-max) (1+ (match-end 0)))
+                                                        (point-max)))))
+                (when (and drawer (< line (cdr drawer)))
+                  (setq found line)))))))
+      (or found
+          (lispm-signal 'lispm-session-error (list id) "No call %s in this session" id)))))
 
 (defun lispm-session--call-end (id)
   "Return where the call ID's subtree ends in the current buffer.
 Signal `lispm-session-error' if there is no such call."
   (let ((end (lispm-session--transcript-end))
         (case-fold-search nil))
-    (goto-char end)
-    (unless (re-search-backward
-             (format "^:LISPM_CALL_ID:[ \t]+%s[ \t]*$"
-                     (regexp-quote (lispm-session--encode-value id)))
-             nil t)
-      (lispm-signal 'lispm-session-error (list id) "No call %s in this session" id))
+    (goto-char (lispm-session--call-line id))
     (if (re-search-forward "^\\*\\{1,3\\}\\(?:[ \t]\\|$\\)" end t)
         (match-beginning 0)
       end)))
@@ -783,8 +917,7 @@ result is folded.  TEXT is what the model gets too: cut it first with
           (let ((inhibit-read-only t) (start (point)))
             (insert (if refused "**** Refused\n" "**** Result\n")
                     (lispm-session--block "example" "" text))
-            (when (or (> (length text) lispm-session--fold-chars)
-                      (> (cl-count ?\n text) lispm-session--fold-lines))
+            (when (lispm-session--long-p text)
               (goto-char start)
               (org-fold-hide-entry))))))))
 
@@ -801,9 +934,7 @@ while the call waits leaves the request on disk."
           (let ((end (lispm-session--call-end call-id))
                 (case-fold-search nil)
                 (inhibit-read-only t))
-            (goto-char end)
-            (re-search-backward (format "^:LISPM_CALL_ID:[ \t]+%s[ \t]*$"
-                                        (regexp-quote (lispm-session--encode-value call-id))))
+            (goto-char (lispm-session--call-line call-id))
             (when (re-search-forward "^[ \t]*:END:[ \t]*$" end t)
               (goto-char (match-beginning 0))
               (insert (format ":LISPM_REQUEST: %s\n"

@@ -184,7 +184,9 @@ Return the buffer current after following."
         (should (looking-at "\\*\\*\\* Call edit_file")))
       (with-current-buffer "*LispM call c1*"
         (should (derived-mode-p 'diff-mode))
-        (should (string-match-p "^-two\n\\+2$" (buffer-string))))
+        (should (string-match-p "^-two\n\\+2$" (buffer-string)))
+        ;; An agent's lines may be megabytes long.
+        (should-not diff-refine))
       (kill-buffer "*LispM call c1*")
       (kill-buffer buffer))))
 
@@ -398,6 +400,49 @@ Return the buffer current after following."
             ;; The document is unchanged: the presentations are only shown.
             (should-not (buffer-modified-p)))
         (lispm-approvals-withdraw approval-id "test over")
+        (kill-buffer buffer)))))
+
+;;; A program shown as Lisp
+
+(ert-deftest lispm-present-test-a-program-in-a-session-is-lisp-and-misleads-no-link ()
+  "A run_lisp program is fontified as Lisp; its drawer-like lines mislead no link."
+  (lispm-present-test--with-world
+    (let* ((buffer (lispm-session-create lispm-present-test--dir "m" "own"))
+           (session (buffer-local-value 'lispm-session-id buffer))
+           (program (concat "(let ((x 1))\n  (list x \"\n:PROPERTIES:\n:LISPM_TURN: 2\n"
+                            ":LISPM_CALL_ID: c2\n:END:\n\"))")))
+      (unwind-protect
+          (progn
+            (lispm-session-begin-turn buffer "one")
+            (lispm-session-insert-call buffer (list :id "c1" :name "run_lisp"
+                                                    :arguments (json-encode
+                                                                (list :program program))))
+            (lispm-session-insert-result buffer "c1" "ok")
+            (lispm-session-begin-turn buffer "two")
+            (lispm-session-insert-call buffer '(:id "c2" :name "read_file" :arguments "{}"))
+            (with-current-buffer buffer
+              (set-buffer-modified-p nil)
+              (font-lock-ensure)
+              (goto-char (point-min))
+              (search-forward "Call run_lisp")
+              (should (equal (get-text-property (match-beginning 0) 'lispm-presentation)
+                             (list 'call (concat session "/1/c1") nil)))
+              (search-forward "(let")
+              (should (memq 'font-lock-keyword-face
+                            (ensure-list (get-text-property (1+ (match-beginning 0)) 'face))))
+              ;; Only shown: the document is unchanged.
+              (should-not (buffer-modified-p)))
+            (pcase-let ((`(,where . ,position)
+                         (lispm-present--turn-position session 2)))
+              (with-current-buffer where
+                (goto-char position)
+                (should (looking-at "\\* Turn 2: two"))))
+            (pcase-let ((`(,where . ,position)
+                         (lispm-present--call-position session 2 "c2")))
+              (with-current-buffer where
+                (goto-char position)
+                (should (looking-at "\\*\\*\\* Call read_file")))))
+        (with-current-buffer buffer (set-buffer-modified-p nil))
         (kill-buffer buffer)))))
 
 (provide 'lispm-present-test)

@@ -226,6 +226,243 @@ Return the neutral messages the turn should read back as."
         (should-error (insert "x") :type 'text-read-only))
       (should (equal (lispm-session-input buffer) "draft")))))
 
+;;; Programs shown as Lisp
+
+(defun lispm-session-test--json-string (string)
+  "Return STRING as a JSON string, as `json-serialize' writes it."
+  (let ((json (json-serialize (vector string))))
+    (substring (if (multibyte-string-p json) json (decode-coding-string json 'utf-8 t))
+               1 -1)))
+
+(defun lispm-session-test--run-lisp (program &optional layout)
+  "Return run_lisp's arguments for PROGRAM as a model writes them.
+LAYOUT is `compact' (the default: OpenAI's models, the demo's gateway),
+`spaced' (Anthropic's) or `pretty'."
+  (format (pcase layout
+            ((or 'nil 'compact) "{\"program\":%s}")
+            ('spaced "{\"program\": %s}")
+            ('pretty "{\n  \"program\" : %s\n}\n"))
+          (lispm-session-test--json-string program)))
+
+(defun lispm-session-test--reopened-messages (buffer)
+  "Save BUFFER's session, kill it, and return the messages of its file."
+  (lispm-session-end-turn buffer)
+  (let ((file (buffer-local-value 'lispm-session-file buffer)))
+    (should (equal (lispm-session-test--file-text file)
+                   (with-current-buffer buffer (buffer-string))))
+    (kill-buffer buffer)
+    (lispm-session-messages (lispm-session-open file))))
+
+(defconst lispm-session-test--program
+  "(let ((files (directory-files \".\" nil \"\\\\.el\\\\'\")))
+  ;; Each file's defuns.
+  (mapcar (lambda (file)
+            (cons file (lispm-grep \"(defun \" file)))
+          files))"
+  "A run_lisp program as a model writes one: indented, on several lines.")
+
+(ert-deftest lispm-session-test-a-run-lisp-program-shows-as-lisp ()
+  "A run_lisp call shows its program in an emacs-lisp block, and reads back exactly."
+  (lispm-session-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (compact (lispm-session-test--run-lisp lispm-session-test--program))
+           (spaced (lispm-session-test--run-lisp lispm-session-test--program 'spaced))
+           (expected (lispm-session-test--turn
+                      buffer "which functions"
+                      `(("One program." (:id "c1" :name "run_lisp" :arguments ,compact
+                                         :result "(...)")
+                         (:id "c2" :name "run_lisp" :arguments ,spaced :result "(...)"))
+                        ("Done.")))))
+      (should (string-prefix-p "{\"program\":\"(let ((files (directory-files \\\".\\\" nil \\\"\\\\\\\\.el\\\\\\\\'\\\")))\\n  ;; Each"
+                               compact))
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (should (search-forward
+                 (concat "*** Call run_lisp\n:PROPERTIES:\n:LISPM_CALL_ID: c1\n"
+                         ":LISPM_TOOL: run_lisp\n:END:\n"
+                         "#+begin_src emacs-lisp -i :eval no\n"
+                         lispm-session-test--program "\n#+end_src\n**** Result\n")
+                 nil t))
+        ;; The other layout is said in the drawer; the program is the same.
+        (should (search-forward
+                 (concat ":LISPM_TOOL: run_lisp\n:LISPM_JSON: {\"program\": %s}\n:END:\n"
+                         "#+begin_src emacs-lisp -i :eval no\n"
+                         lispm-session-test--program "\n#+end_src\n")
+                 nil t))
+        (goto-char (point-min))
+        (should-not (search-forward "\\n" nil t))
+        (should-not (search-forward "begin_src json" nil t)))
+      ;; Byte for byte what the model wrote, live and from the file.
+      (should (equal (lispm-session-messages buffer) expected))
+      (should (equal (lispm-session-test--reopened-messages buffer) expected)))))
+
+(ert-deftest lispm-session-test-hostile-programs-read-back-exactly ()
+  "Programs that would break a careless document read back as they were written.
+Those with control characters (a NUL, a CR) or too long to fontify stay JSON."
+  (lispm-session-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (megabyte (let ((line "(setq x \"#+end_src\") ; * ,\n"))
+                       (apply #'concat (make-list (/ (* 1024 1024) (length line)) line))))
+           (marked (propertize "(message \"marked\")" 'lispm-session-test t 'face 'bold))
+           (programs (append lispm-session-test--nasty
+                             (list "#+end_src\n(x)" "(x)\n#+end_src" "  #+END_SRC" "#+begin_src json"
+                                   "* (x)\n** (y)" ",* (x)\n,,#+end_src\n," ",(x) ,@y `(z)"
+                                   "(x)\n:LISPM_CALL_ID: call_1\n:END:" "(\"unbalanced" ")))"
+                                   "not Lisp at all: {\"json\": [1, 2]}" "a\0b" "(a)\r\n(b)\r\n"
+                                   "\t(tab)\t" "\e[31m" "\x7f" "(x)\n" "\n\n(x)\n\n" marked
+                                   megabyte)))
+           (expected nil) (lisp 0) (n 0))
+      (dolist (layout '(compact spaced pretty))
+        (dolist (program programs)
+          (unless (and (eq program megabyte) (not (eq layout 'compact)))
+            (let ((arguments (propertize (lispm-session-test--run-lisp program layout)
+                                         'lispm-session-test t)))
+              (cl-incf n)
+              (unless (or (string-match-p "[\0\r\e\x7f]" program) (eq program megabyte))
+                (cl-incf lisp))
+              (setq expected
+                    (append expected
+                            (lispm-session-test--turn
+                             buffer "go" `(("" (:id ,(propertize (format "call_%d" n)
+                                                                 'lispm-session-test t)
+                                                   :name "run_lisp"
+                                                   :arguments ,arguments :result "ok"))))))))))
+      (with-current-buffer buffer
+        (should (= lisp (count-matches "^#\\+begin_src emacs-lisp -i :eval no$"
+                                       (point-min) (point-max))))
+        (should (= (- n lisp) (count-matches "^#\\+begin_src json$" (point-min) (point-max))))
+        ;; Nothing of the model's text properties is in the document.
+        (should-not (text-property-not-all (point-min) (point-max) 'lispm-session-test nil)))
+      (should (equal (lispm-session-messages buffer) expected))
+      (should (equal (lispm-session-test--reopened-messages buffer) expected)))))
+
+(ert-deftest lispm-session-test-other-calls-keep-their-json ()
+  "Other tools' calls, and run_lisp's arguments of any other shape, stay JSON."
+  (lispm-session-test--with-dirs
+    (let ((buffer (lispm-session-create project))
+          (calls '(("read_file" . "{\"program\":\"(x)\"}")
+                   ("eval_elisp" . "{\"form\":\"(x)\"}")
+                   ("run_lisp" . "{\"program\":\"(x)\",\"fuel\":5}")
+                   ("run_lisp" . "{\"program\":\"(x)\",\"program\":\"(y)\"}")
+                   ("run_lisp" . "{\"program\":5}")
+                   ("run_lisp" . "{\"program\":null}")
+                   ("run_lisp" . "[\"(x)\"]")
+                   ("run_lisp" . "{\"program\":\"(x)\"")
+                   ("run_lisp" . "{\"progr\\u0061m\":\"(x)\"}")
+                   ("run_lisp" . "{\"program\":\"\\u0028x)\"}")
+                   ("run_lisp" . "{\"program\":\"a\\/b\"}")
+                   ("run_lisp" . "")
+                   ("run_lisp" . "not JSON\n* at all")
+                   ("Run_Lisp" . "{\"program\":\"(x)\"}")))
+          (expected nil) (n 0))
+      (pcase-dolist (`(,name . ,arguments) calls)
+        (cl-incf n)
+        (setq expected
+              (append expected
+                      (lispm-session-test--turn
+                       buffer "go" `(("" (:id ,(format "c%d" n) :name ,name
+                                          :arguments ,arguments :result "ok")))))))
+      (with-current-buffer buffer
+        (should-not (progn (goto-char (point-min)) (search-forward "emacs-lisp" nil t)))
+        (should-not (progn (goto-char (point-min)) (search-forward "LISPM_JSON" nil t)))
+        (goto-char (point-min))
+        (should (search-forward (concat ":LISPM_TOOL: read_file\n:END:\n#+begin_src json\n"
+                                        "{\"program\":\"(x)\"}\n#+end_src\n")
+                                nil t)))
+      (should (equal (lispm-session-messages buffer) expected))
+      (should (equal (lispm-session-test--reopened-messages buffer) expected)))))
+
+(ert-deftest lispm-session-test-long-programs-are-folded ()
+  "A long program's call is folded, as a long result is; a short one is not."
+  (lispm-session-test--with-dirs
+    (let ((buffer (lispm-session-create project))
+          (long (mapconcat (lambda (n) (format "(step %d)" n)) (number-sequence 1 40) "\n")))
+      (lispm-session-begin-turn buffer "go")
+      (lispm-session-insert-call buffer (list :id "1" :name "run_lisp"
+                                              :arguments (lispm-session-test--run-lisp long)))
+      (lispm-session-insert-call buffer (list :id "2" :name "run_lisp"
+                                              :arguments (lispm-session-test--run-lisp "(short)")))
+      (lispm-session-insert-approval buffer "1" "read a.txt")
+      (lispm-session-insert-result buffer "1" "done")
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (search-forward "*** Call run_lisp")
+        (should-not (invisible-p (match-beginning 0)))
+        (search-forward "(step 20)")
+        (should (invisible-p (match-beginning 0)))
+        ;; What comes after it later is shown.
+        (search-forward "**** TODO read a.txt")
+        (should-not (invisible-p (match-beginning 0)))
+        (search-forward "**** Result")
+        (should-not (invisible-p (match-beginning 0)))
+        (search-forward "(short)")
+        (should-not (invisible-p (match-beginning 0))))
+      (should (equal (plist-get (car (plist-get (nth 1 (lispm-session-messages buffer))
+                                                :tool_calls))
+                                :arguments)
+                     (lispm-session-test--run-lisp long))))))
+
+(defvar lispm-session-test--evaluated nil
+  "Set by a program that must not be evaluated in the session.")
+
+(ert-deftest lispm-session-test-a-program-is-edited-and-never-evaluated-in-place ()
+  "The user's edit of a program is the history; Org keeps it exact and runs nothing."
+  (lispm-session-test--with-dirs
+    (let ((buffer (lispm-session-create project))
+          (program "(setq lispm-session-test--evaluated t)\n  \"  kept\n indentation\""))
+      (lispm-session-begin-turn buffer "go")
+      (lispm-session-insert-call buffer (list :id "1" :name "run_lisp"
+                                              :arguments (lispm-session-test--run-lisp
+                                                          program 'spaced)))
+      (with-current-buffer buffer
+        (let ((text (buffer-string)))
+          (goto-char (point-min))
+          (search-forward "(setq")
+          ;; C-c C-c in the transcript does what Org does: here, nothing.
+          (let ((org-confirm-babel-evaluate nil))
+            (org-babel-execute-src-block))
+          (should-not lispm-session-test--evaluated)
+          ;; C-c ' and back leaves the program as it was.
+          (org-edit-special)
+          (should (equal (buffer-string) (concat program "\n")))
+          (org-edit-src-exit)
+          (should (equal (buffer-string) text))
+          (search-forward "kept")
+          (replace-match "changed")))
+      (should (equal (plist-get (car (plist-get (nth 1 (lispm-session-messages buffer))
+                                                :tool_calls))
+                                :arguments)
+                     (lispm-session-test--run-lisp
+                      (string-replace "kept" "changed" program) 'spaced)))
+      ;; A layout that is no JSON object of the program alone does not read.
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (search-forward ":LISPM_JSON: {\"program\": %s}")
+        (replace-match ":LISPM_JSON: {\"program\": %s, \"x\": 1}" t t))
+      (should-error (lispm-session-messages buffer) :type 'lispm-session-unreadable))))
+
+(ert-deftest lispm-session-test-a-drawer-line-in-a-program-misleads-nothing ()
+  "Lines of a program that look like a call's drawer are not taken for one."
+  (lispm-session-test--with-dirs
+    (let ((buffer (lispm-session-create project))
+          (program "(list \"\n:LISPM_CALL_ID: c1\n:END:\n:LISPM_CALL_ID: c2\n:END:\n\")"))
+      (lispm-session-begin-turn buffer "go")
+      (lispm-session-insert-call buffer '(:id "c1" :name "read_file" :arguments "{}"))
+      (lispm-session-insert-call buffer (list :id "c2" :name "run_lisp"
+                                              :arguments (lispm-session-test--run-lisp program)))
+      (lispm-session-insert-result buffer "c1" "r1")
+      (lispm-session-record-request buffer "c2" "R7")
+      (lispm-session-insert-approval buffer "c2" "read a.txt")
+      (should (lispm-session-decide-approval buffer "c2" 'done))
+      (let* ((calls (plist-get (car (plist-get (cadr (with-current-buffer buffer
+                                                         (lispm-session--parse)))
+                                               :steps))
+                               :calls)))
+        (should (equal (mapcar (lambda (call) (plist-get call :result)) calls) '("r1" nil)))
+        (should (equal (mapcar (lambda (call) (plist-get call :request)) calls) '(nil "R7")))
+        (should (equal (plist-get (nth 1 calls) :arguments)
+                       (lispm-session-test--run-lisp program)))))))
+
 ;;; Saving
 
 (ert-deftest lispm-session-test-the-file-is-always-the-buffer ()

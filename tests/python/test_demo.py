@@ -256,6 +256,18 @@ def test_the_own_agent_plays_its_part_against_the_demo_gateway(tmp_path: Path) -
     # One run_lisp program read the project's .el files, no approval asked.
     assert report["functions-state"] == "done"
     assert ('The functions: Value: ("notes-parse-header (notes.el)"' in report["buffer"])
+    # The session shows the program as Lisp, and gives the model back its
+    # arguments byte for byte: in the turn, and read from the document after.
+    assert (f"#+begin_src emacs-lisp -i :eval no\n{demo.FUNCTIONS_PROGRAM}\n#+end_src\n"
+            in report["buffer"])
+    sent = [call["function"]["arguments"]
+            for entry in log if entry["kind"] == "main"
+            for message in json.loads(Path(entry["body_file"]).read_text())["messages"]
+            for call in message.get("tool_calls") or []
+            if call["function"]["name"] == "run_lisp"]
+    assert len(sent) >= 2
+    assert set(sent) == {json.dumps({"program": demo.FUNCTIONS_PROGRAM},
+                                    separators=(",", ":"), ensure_ascii=False)}
     assert report["free-state"] == "done"
     assert "I am LispM's own agent" in report["buffer"]
     # The session went to the demo's own sessions folder, in its git.
