@@ -42,7 +42,8 @@
 ;; - under bubblewrap (`lispm-run-lisp-sandbox'), it has no network,
 ;;   sees the system's programs and libraries read-only, nothing of
 ;;   $HOME or of any project, and a private writable /tmp of 64 MB;
-;; - it runs under resource limits set when it starts: memory
+;; - it runs at a lower priority (nice 10), and under resource limits
+;;   set when it starts: memory
 ;;   (`lispm-run-lisp-memory-limit') and CPU time
 ;;   (`lispm-run-lisp-cpu-limit'); and this Emacs ends it when it
 ;;   computes longer than `lispm-run-lisp-time-limit' without asking
@@ -586,6 +587,8 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
                     (format "ulimit -v %d && ulimit -t %d && ulimit -c 0 && exec \"$@\""
                             (* lispm-run-lisp-memory-limit 1024) lispm-run-lisp-cpu-limit)
                     "sh"))
+            ;; The user's Emacs comes first when both want the CPU.
+            (and (executable-find "nice") (list (executable-find "nice") "-n" "10"))
             (and bwrap (cons bwrap (lispm-run-lisp--bwrap-arguments emacs)))
             (list emacs "--batch" "-Q" "-L" (directory-file-name lispm-directory)
                   "-l" (expand-file-name "lispm-lisp-child" lispm-directory)

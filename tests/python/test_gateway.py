@@ -823,8 +823,11 @@ async def run_cli_in_netns(tmp_path: Path, cli: str, extra_env: dict[str, str]) 
         pytest.fail("unshare (util-linux) is needed to run the CLIs without network")
     (tmp_path / "work").mkdir()
     (tmp_path / "home").mkdir()
+    (tmp_path / "tmp").mkdir()
     (tmp_path / "script.json").write_bytes(orjson.dumps(ROLL_CALL))
+    # TMPDIR outside HOME: see `seed_home'.
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "TMPDIR": str(tmp_path / "tmp"),
            "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONPATH": str(REPO / "python"),
            "PY": sys.executable, "D": str(tmp_path), "CLI": cli, **extra_env}
     proc = await asyncio.create_subprocess_exec(

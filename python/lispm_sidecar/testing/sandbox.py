@@ -140,8 +140,14 @@ def seed_home(
         for key, value in (base if base is not None else os.environ).items()
         if not key.startswith(_DROPPED_PREFIXES)
     }
+    # Codex makes its helpers' aliases (`codex-linux-sandbox`, which a
+    # system bubblewrap older than 0.9 runs by name) only where CODEX_HOME
+    # is outside the temporary folder; a HOME under /tmp needs its own.
+    temporary = home / ".tmp"
+    temporary.mkdir(exist_ok=True)
     env.update(
         HOME=str(home),
+        TMPDIR=str(temporary),
         ANTHROPIC_BASE_URL=gateway_url,
         ANTHROPIC_AUTH_TOKEN=GATEWAY_KEY,
         LISPM_GATEWAY_KEY=GATEWAY_KEY,
