@@ -573,22 +573,23 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
 
 (defun lispm-run-lisp--command ()
   "Return the command line of a program's Emacs."
-  (let* ((emacs (lispm-run-lisp--emacs))
-         (bwrap (lispm-run-lisp--bwrap))
-         (limits (list (format "--as=%d" (* lispm-run-lisp-memory-limit 1024 1024))
-                       ;; SIGXCPU at the limit, SIGKILL 5 s later.
-                       (format "--cpu=%d:%d" lispm-run-lisp-cpu-limit
-                               (+ lispm-run-lisp-cpu-limit 5))
-                       (format "--fsize=%d" lispm-run-lisp--file-limit)
-                       "--core=0")))
-    (append (if (executable-find "prlimit")
-                (append (list (executable-find "prlimit")) limits (list "--"))
+  (let ((emacs (lispm-run-lisp--emacs))
+        (bwrap (lispm-run-lisp--bwrap))
+        (prlimit (executable-find "prlimit"))
+        (nice (executable-find "nice")))
+    (append (if prlimit
+                (list prlimit (format "--as=%d" (* lispm-run-lisp-memory-limit 1024 1024))
+                      ;; SIGXCPU at the limit, SIGKILL 5 s later.
+                      (format "--cpu=%d:%d" lispm-run-lisp-cpu-limit
+                              (+ lispm-run-lisp-cpu-limit 5))
+                      (format "--fsize=%d" lispm-run-lisp--file-limit)
+                      "--core=0" "--")
               (list "/bin/sh" "-c"
                     (format "ulimit -v %d && ulimit -t %d && ulimit -c 0 && exec \"$@\""
                             (* lispm-run-lisp-memory-limit 1024) lispm-run-lisp-cpu-limit)
                     "sh"))
             ;; The user's Emacs comes first when both want the CPU.
-            (and (executable-find "nice") (list (executable-find "nice") "-n" "10"))
+            (and nice (list nice "-n" "10"))
             (and bwrap (cons bwrap (lispm-run-lisp--bwrap-arguments emacs)))
             (list emacs "--batch" "-Q" "-L" (directory-file-name lispm-directory)
                   "-l" (expand-file-name "lispm-lisp-child" lispm-directory)
