@@ -15,8 +15,9 @@
 ;;; Commentary:
 
 ;; The customization group, the version, the root error condition,
-;; the one way to read a file no buffer visits and the one way to set
-;; up a buffer that shows an agent's text, which every other LispM
+;; the one way to read a file no buffer visits, the one way to write a
+;; file whole (a crash leaves the old text or the new), and the one way
+;; to set up a buffer that shows an agent's text, which every other LispM
 ;; file builds on.  It requires nothing, so any
 ;; LispM library (the protocol code included) can load it alone.
 ;;
@@ -86,6 +87,8 @@
 ;; missing file is a missing file.
 
 ;;; Code:
+
+(eval-when-compile (require 'cl-lib))
 
 (defgroup lispm nil
   "A Lisp Machine for AI agents: agent terminals, a sidecar and apps."
@@ -163,6 +166,90 @@ Return what `insert-file-contents' returns."
         (format-alist nil)
         (after-insert-file-functions nil))
     (insert-file-contents file nil beg end)))
+
+;;; Writing files whole
+
+;; Every file LispM writes for an agent, or for itself, is replaced at
+;; once: the new text goes to a new file in the same folder, which is
+;; flushed to disk and then renamed over the old name.  A crash at any
+;; moment leaves the old file or the new one, never one cut short.  The
+;; file keeps its modes, its extended attributes and, where the system
+;; allows it, its owner and group; a symbolic link stays a link, and
+;; its target gets the new text.  A hard link no longer shares the new
+;; text: the name gets a new file.
+
+(defun lispm--file-traits (file)
+  "Return what FILE's replacement must keep of it: (ATTRIBUTES MODES EXTENDED).
+For a FILE that does not exist, ATTRIBUTES and EXTENDED are nil and
+MODES are those a new file gets."
+  (let ((attributes (file-attributes file 'integer)))
+    (list attributes
+          (if attributes (file-modes file) (logand #o666 (default-file-modes)))
+          (and attributes (ignore-errors (file-extended-attributes file))))))
+
+(defun lispm--give-traits (file traits)
+  "Give FILE, a new file to replace another, TRAITS of the other.
+TRAITS is what `lispm--file-traits' returned.  The owner and group
+are given only where the system allows it (root, or a group of the
+user's own): a refusal is ignored, the text matters more."
+  (pcase-let ((`(,attributes ,modes ,extended) traits))
+    (when attributes
+      (let ((uid (file-attribute-user-id attributes))
+            (gid (file-attribute-group-id attributes)))
+        (unless (and (eql uid (user-uid)) (eql gid (group-gid)))
+          (when-let* ((chown (executable-find "chown")))
+            (call-process chown nil nil nil (format "%d:%d" uid gid) "--" file)))))
+    (when extended (ignore-errors (set-file-extended-attributes file extended)))
+    (set-file-modes file modes)))
+
+(defun lispm-write-file-whole (file text &optional coding no-flush)
+  "Make TEXT, a string, the whole text of FILE, at once.
+TEXT is written with CODING (default `no-conversion': TEXT is bytes)
+to a new file beside FILE's target, flushed unless NO-FLUSH is
+non-nil, given FILE's modes, attributes and owner, and renamed over
+it.  A symbolic link FILE stays one.  If anything fails, FILE is as it
+was, no new file is left, and the error goes on."
+  (let* ((file (expand-file-name file))
+         (target (if (file-symlink-p file) (file-chase-links file) file))
+         (traits (lispm--file-traits target))
+         (temp (make-temp-file (expand-file-name ".lispm-save-" (file-name-directory target)))))
+    (condition-case err
+        (let ((coding-system-for-write (or coding 'no-conversion))
+              (write-region-inhibit-fsync no-flush)
+              (write-region-annotate-functions nil)
+              (write-region-post-annotation-function nil)
+              (file-name-handler-alist nil))
+          (write-region text nil temp nil 'silent)
+          (lispm--give-traits temp traits)
+          (rename-file temp target t))
+      (error (ignore-errors (delete-file temp))
+             (signal (car err) (cdr err))))))
+
+(defun lispm-save-buffer-whole ()
+  "Save the current buffer as `save-buffer' does, its file replaced at once.
+The hooks, the coding system, the backup and the visited file's time
+are `save-buffer''s; the file is written as `lispm-write-file-whole'
+writes (Emacs's `file-precious-flag'), flushed, and gets the old
+file's modes, attributes and owner before it takes its name.  A
+folder LispM may not write in gets a `file-error': there the file
+cannot be replaced whole."
+  (let* ((target (expand-file-name (file-chase-links buffer-file-name)))
+         (directory (file-name-directory target))
+         (traits (lispm--file-traits target))
+         (rename (symbol-function 'rename-file)))
+    (when (and (file-directory-p directory) (not (file-writable-p directory)))
+      (signal 'file-error (list "Cannot save whole (folder not writable)" directory)))
+    (let ((file-precious-flag t)
+          (file-preserve-symlinks-on-save t)
+          (write-region-inhibit-fsync nil))
+      ;; `save-buffer' gives the new file the old one's modes only
+      ;; after renaming it: a crash between the two would leave 0600.
+      (cl-letf (((symbol-function 'rename-file)
+                 (lambda (from to &optional ok-if-exists)
+                   (when (equal (expand-file-name to) target)
+                     (lispm--give-traits from traits))
+                   (funcall rename from to ok-if-exists))))
+        (save-buffer)))))
 
 ;;; Text from agents
 

@@ -276,15 +276,30 @@ applied."
 
 ;;; Replacing text as one undo step
 
+(defun lispm-edit--common-suffix (old new limit)
+  "Return how many characters OLD and NEW share at their ends, at most LIMIT.
+They are compared a block at a time from the end, in place: only the
+block where they differ is copied, so a 12 MB text costs no copy."
+  (let ((old-end (length old)) (new-end (length new)) (shared 0) (done nil))
+    (while (and (not done) (< shared limit))
+      (let ((block (min 4096 (- limit shared))))
+        (if (eq t (compare-strings old (- old-end shared block) (- old-end shared)
+                                   new (- new-end shared block) (- new-end shared)))
+            (setq shared (+ shared block))
+          (let ((cmp (compare-strings
+                      (reverse (substring old (- old-end shared block) (- old-end shared))) nil nil
+                      (reverse (substring new (- new-end shared block) (- new-end shared))) nil nil)))
+            (setq shared (+ shared (1- (abs cmp)))
+                  done t)))))
+    shared))
+
 (defun lispm-edit--affixes (old new)
   "Return (PREFIX . SUFFIX): how many characters OLD and NEW share at each end.
 The two never overlap: PREFIX + SUFFIX is at most the shorter length."
   (let* ((shorter (min (length old) (length new)))
          (prefix (let ((cmp (compare-strings old nil nil new nil nil)))
-                   (if (eq cmp t) shorter (min shorter (1- (abs cmp))))))
-         (suffix (let ((cmp (compare-strings (reverse old) nil nil (reverse new) nil nil)))
-                   (if (eq cmp t) shorter (1- (abs cmp))))))
-    (cons prefix (min suffix (- shorter prefix)))))
+                   (if (eq cmp t) shorter (min shorter (1- (abs cmp)))))))
+    (cons prefix (lispm-edit--common-suffix old new (- shorter prefix)))))
 
 (defun lispm-edit--replace-region (from to text)
   "Replace the current buffer's text FROM TO by TEXT.
@@ -300,10 +315,12 @@ does, within `lispm-edit-replace-max-seconds'."
       (kill-buffer source))))
 
 (defun lispm-edit--save ()
-  "Save the current buffer, exactly as it is, even if unmodified."
+  "Save the current buffer, exactly as it is, even if unmodified.
+The file is replaced whole (`lispm-save-buffer-whole'): a crash
+mid-save leaves the old text or the new."
   (let ((require-final-newline nil))
     (set-buffer-modified-p t)
-    (save-buffer)))
+    (lispm-save-buffer-whole)))
 
 (cl-defun lispm-edit-replace (buffer-or-file new-text &key save overwrite)
   "Make NEW-TEXT the whole text of BUFFER-OR-FILE, as one undo step.
@@ -370,7 +387,8 @@ was saved."
               ;; A save hook may have changed more: the change is what
               ;; differs now.
               (let* ((now (buffer-substring-no-properties (point-min) (point-max)))
-                     (affixes (lispm-edit--affixes old now)))
+                     (affixes (if (string= now new-text) affixes
+                                (lispm-edit--affixes old now))))
                 (unless (and (string= old now) (or existed (not file)))
                   (let ((change
                          (lispm-edit--new-change
@@ -878,9 +896,7 @@ Nothing is changed."
               (let ((kill-buffer-query-functions nil))
                 (kill-buffer buffer)))))
       (make-directory (file-name-directory file) t)
-      (let ((coding-system-for-write 'no-conversion)
-            (file-name-handler-alist nil))
-        (write-region bytes nil file nil 'silent))
+      (lispm-write-file-whole file bytes)
       (when-let* ((buffer (find-buffer-visiting file)))
         (unless (buffer-modified-p buffer)
           (with-current-buffer buffer

@@ -689,7 +689,7 @@ With `make_frontmost' false, the file is visited in the background."
      (t
       (condition-case err
           (let ((inhibit-interaction t))
-            (with-current-buffer buffer (save-buffer))
+            (with-current-buffer buffer (lispm-save-buffer-whole))
             (list :saved t :message (format "Saved %s" file)))
         (error (list :saved :json-false
                      :message (lispm-views-json-string

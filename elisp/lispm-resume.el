@@ -116,17 +116,16 @@ cannot be read as LispM wrote it."
          (dir (file-name-directory (expand-file-name file))))
     (unless (file-directory-p dir)
       (with-file-modes #o700 (make-directory dir t)))
-    (let ((temp (with-file-modes #o600 (make-temp-file (expand-file-name ".agents-" dir)))))
-      (condition-case err
-          (progn
-            (with-temp-file temp
+    (with-file-modes #o600
+      (lispm-write-file-whole
+       file (with-temp-buffer
               (let ((print-length nil) (print-level nil))
                 (insert ";; LispM's agents, to resume after Emacs restarts.  -*- lisp-data -*-\n")
                 (prin1 (list :version lispm-resume--version :lives lives) (current-buffer))
-                (insert "\n")))
-            (rename-file temp file t))
-        (error (ignore-errors (delete-file temp))
-               (signal (car err) (cdr err)))))))
+                (insert "\n"))
+              (buffer-string))
+       ;; Written often, and whole after any crash of Emacs: not flushed.
+       'utf-8-unix t))))
 
 ;;; Lives: one Emacs's agents
 

@@ -234,18 +234,15 @@ Each is a plist (:name :kind nil :description :type \"skill\" :score), as
   (let* ((file (expand-file-name lispm-skills-trust-file))
          (dir (file-name-directory file)))
     (with-file-modes #o700 (make-directory dir t))
-    (let ((temp (with-file-modes #o600
-                  (make-temp-file (expand-file-name ".trust-" dir)))))
-      (condition-case err
-          (progn
-            (with-temp-file temp
+    (with-file-modes #o600
+      (lispm-write-file-whole
+       file (with-temp-buffer
               (insert ";; Skills whose code the user trusts: (FILE . SHA-256 of its code).\n")
               (let ((print-length nil) (print-level nil))
-                (pp records (current-buffer))))
-            (set-file-modes temp #o600)
-            (rename-file temp file t))
-        (error (ignore-errors (delete-file temp))
-               (signal (car err) (cdr err)))))))
+                (pp records (current-buffer)))
+              (buffer-string))
+       'utf-8-unix))
+    (set-file-modes file #o600)))
 
 (defun lispm-skills-trusted-p (skill)
   "Return non-nil if SKILL's code may run.

@@ -55,6 +55,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "delivery": delivery.delivery,
     "ide": plain(lambda: asyncio.run(bench_ide.ide_tool_call()), TARGETS),
     "agent_revert": bench_edit.revert_40_files,
+    "atomic_save": bench_edit.atomic_save_12mb,
     "approval_show": bench_approvals.show_1mb_line,
     "agent_commit": session.commit,
     "agent_stream": bench_agent.stream_cost,
