@@ -175,10 +175,6 @@ rights, not run_lisp's), and keeps its indentation when it is edited.")
   "Non-nil once the current turn has a reply heading.")
 (defvar-local lispm-session--dirty nil
   "The first position changed since the file was written, or nil.")
-(defvar-local lispm-session--saved-bytes nil
-  "The file's size when it was written last, if it has the buffer's bytes.
-Up to `lispm-session--dirty', the file then holds the buffer's text
-byte for byte, so a save need only write from there.  nil if unknown.")
 
 (defconst lispm-session--input-heading "* Your message"
   "The input area's heading; what follows it is the draft.")
@@ -658,7 +654,7 @@ AGENT is the agent's name.  The buffer holds the document already."
   "Start a new session in FOLDER; return its buffer, in `lispm-session-mode'.
 MODEL-NAME is the model's name, a string; AGENT-NAME the agent's.  The
 file, in `lispm-sessions-directory', is written when the first turn
-ends."
+begins, and at each step of a turn after."
   (let* ((folder (file-name-as-directory (expand-file-name folder)))
          (model-name (and model-name (format "%s" model-name)))
          (agent-name (and agent-name (format "%s" agent-name)))
@@ -676,6 +672,82 @@ ends."
         (lispm-session--setup file id folder model-name agent-name)
         (set-buffer-modified-p nil))
       buffer)))
+
+(defun lispm-session--repair ()
+  "Cut the current buffer's document back to its last complete part.
+A document LispM saved always ends with its input heading; one without
+it was cut short (written in place by an older LispM, and Emacs died).
+Then drop its last, unfinished line, and each part (the heading and
+what it holds) where it does not read back, until it does.  Return a
+note saying what was cut, or nil if the document is whole.  Signal
+`lispm-session-unreadable' if a whole document does not read back, or
+nothing before the first heading does: then it is not a cut, and no
+part of it is dropped."
+  (save-excursion
+    (goto-char (point-min))
+    (let ((case-fold-search nil))
+      (unless (re-search-forward lispm-session--input-regexp nil t)
+        (let ((size (buffer-size)) (lines (count-lines (point-min) (point-max)))
+              (done nil) (tries 0))
+          (goto-char (point-max))
+          (unless (bolp) (delete-region (line-beginning-position) (point-max)))
+          (while (not done)
+            (condition-case err
+                (progn (lispm-session--parse) (setq done t))
+              (lispm-session-unreadable
+               (goto-char (point-min))
+               (forward-line (1- (nth 3 err)))
+               (end-of-line)
+               (if (or (> (cl-incf tries) 1000)
+                       (not (re-search-backward lispm-session--heading-regexp nil t)))
+                   (signal (car err) (cdr err))
+                 (delete-region (point) (point-max))))))
+          (format "This session's file was cut short when it was last written (Emacs \
+ended mid-write): its last %d characters, from line %d of %d, are lost; what was \
+complete before them is here."
+                  (- size (buffer-size)) (line-number-at-pos (point-max)) lines))))))
+
+(defun lispm-session--end-cut-turn ()
+  "Mark the last turn of the current buffer ended, if Emacs ended during it.
+That turn has approvals still awaited, or calls with neither result nor
+request: each approval becomes CANCELLED (the call never runs unless
+asked again), and a note says the turn was cut.  Return non-nil if it
+was."
+  (let* ((items (cdr (lispm-session--parse)))
+         (turn (car (last items)))
+         (calls (cl-loop for step in (plist-get turn :steps)
+                         append (plist-get step :calls)))
+         (ran (cl-count-if (lambda (call) (plist-get call :result)) calls))
+         (cut (cl-count-if (lambda (call) (not (or (plist-get call :result)
+                                                  (plist-get call :request))))
+                           calls))
+         (ended 0))
+    (when (and (plist-get turn :turn) (not (plist-get turn :archived)))
+      (save-excursion
+        (goto-char (plist-get turn :start))
+        (let ((case-fold-search nil) (inhibit-read-only t)
+              (end (lispm-session--transcript-end)))
+          (while (re-search-forward "^\\*\\*\\*\\* \\(TODO\\)\\(?:[ \t]\\|$\\)" end t)
+            (replace-match "CANCELLED" t t nil 1)
+            (forward-line 1)
+            (insert (format-time-string "CLOSED: [%F %a %R]\n")
+                    (lispm-session--prose
+                     "Reason: ended unanswered: Emacs ended while this approval was awaited; \
+the call did not run."))
+            (setq end (lispm-session--transcript-end))
+            (cl-incf ended))))
+      (dolist (call calls)
+        (unless (or (plist-get call :result) (plist-get call :request))
+          (lispm-session-insert-result (current-buffer) (plist-get call :id)
+                                       lispm-session-not-run-result t)))
+      (when (or (> ended 0) (> cut 0))
+        (lispm-session-insert-note
+         (current-buffer)
+         (format "Turn %d was cut: Emacs ended during it.  %d call%s ran (their results \
+are above); %d did not run%s.  Nothing of it runs again unless you ask."
+                 (plist-get turn :turn) ran (if (= ran 1) "" "s") cut
+                 (if (> ended 0) (format ", %d awaiting your approval" ended) "")))
+        t))))
 
 (defun lispm-session-open (file)
   "Return a buffer in `lispm-session-mode' with the session of FILE.
@@ -698,7 +770,8 @@ not read back; the file is left as it is."
                 (let ((coding-system-for-read 'utf-8-unix))
                   (lispm-insert-file-text file)))
               (setq lispm-session-file file)
-              (let* ((parsed (lispm-session--parse))
+              (let* ((cut (unless open (lispm-session--repair)))
+                     (parsed (lispm-session--parse))
                      (header (car parsed))
                      (value (lambda (name)
                               (when-let* ((raw (cdr (assoc name header))))
@@ -717,9 +790,16 @@ not read back; the file is left as it is."
                                           (or lispm-session-folder "session")))
                                  t)
                   (set-visited-file-modtime)
-                  (setq lispm-session--saved-bytes
-                        (file-attribute-size (file-attributes file)))
-                  (set-buffer-modified-p nil))
+                  (setq lispm-session--dirty nil)
+                  (set-buffer-modified-p nil)
+                  (when cut
+                    ;; The damaged file stays, beside the repaired one.
+                    (copy-file file (format "%s.damaged-%s" file
+                                            (format-time-string "%Y%m%d-%H%M%S"))
+                               t)
+                    (lispm-session-insert-note buffer cut))
+                  (when (or (lispm-session--end-cut-turn) cut)
+                    (lispm-session-save buffer)))
                 (setq done t)))
           (unless (or done open)
             (kill-buffer buffer)))
@@ -754,6 +834,7 @@ all the same.  Return nil if BUFFER is dead."
       (setq lispm-session--turns number
             lispm-session--first-line (lispm-session--one-line text 72)
             lispm-session--step nil)
+      (lispm-session-save buffer)
       number)))
 
 (defun lispm-session-insert-note (buffer text)
@@ -867,7 +948,8 @@ tool of `lispm-session-lisp-tools' shows as Lisp, folded if long."
                 (lispm-session--block "src" " json" arguments)))
       (when (and lisp (lispm-session--long-p (car lisp)))
         (goto-char start)
-        (org-fold-hide-entry)))))
+        (org-fold-hide-entry)))
+    (lispm-session-save buffer)))
 
 (defun lispm-session--call-line (id)
   "Return the start of the line `:LISPM_CALL_ID: ID' in the call ID's drawer.
@@ -919,7 +1001,8 @@ result is folded.  TEXT is what the model gets too: cut it first with
                     (lispm-session--block "example" "" text))
             (when (lispm-session--long-p text)
               (goto-char start)
-              (org-fold-hide-entry))))))))
+              (org-fold-hide-entry)))))
+      (lispm-session-save buffer))))
 
 (defun lispm-session-record-request (buffer call-id request-id)
   "Record in BUFFER that the call CALL-ID made the request REQUEST-ID; save.
@@ -952,7 +1035,8 @@ while the call waits leaves the request on disk."
           (widen)
           (goto-char (lispm-session--call-end call-id))
           (let ((inhibit-read-only t))
-            (insert (format "**** TODO %s\n" (lispm-session--one-line title 200)))))))))
+            (insert (format "**** TODO %s\n" (lispm-session--one-line title 200))))))
+      (lispm-session-save buffer))))
 
 (defun lispm-session-decide-approval (buffer call-id state &optional reason)
   "Record the decision on the approval of the call CALL-ID in BUFFER.
@@ -977,6 +1061,7 @@ if there was an approval waiting."
               (insert (format-time-string "CLOSED: [%F %a %R]\n"))
               (when (and reason (not (eq state 'done)) (not (string-empty-p reason)))
                 (insert (lispm-session--prose (concat "Reason: " reason))))
+              (lispm-session-save buffer)
               t)))))))
 
 ;;; Tool output, cut at the source
@@ -1043,27 +1128,24 @@ Leading empty lines and trailing blanks are left out."
 ;; The commits of a sessions directory are made in order by one
 ;; long-lived pipeline: a small `sh' that Emacs gives one short record
 ;; per commit, and the `git fast-import' the shell feeds.  A record
-;; names the commit (its ref, its message, its time) and the file; the
-;; shell copies the file at once, says so (`lispm-copied N'), and gives
-;; git the commit with the copy's bytes.  So Emacs never writes a
-;; file's text to a pipe, and never waits for git to read one.
+;; names the commit (its ref, its message, its time) and the file, and
+;; the shell gives git the commit with the file's bytes.  So Emacs never
+;; writes a file's text to a pipe, and never waits for git to read one.
 ;;
-;; The file on disk is the turn's text until LispM writes it again.
-;; Before it does (`lispm-session--write'), the commit still to take
-;; the file is served (`lispm-sessions--keep'): one not given to the
-;; shell yet gets a copy of its own (a copy the kernel makes); one the
-;; shell has, but has not said it copied, gets the file itself by a
-;; hard link, which the shell makes too (whichever comes first makes
-;; it; the other finds it), and the file is then replaced, written
-;; aside and renamed over, not written in place.  The save is never
-;; delayed, and each commit holds the file as its turn left it.
+;; A session file is never written in place: each save writes the whole
+;; document to a new file and renames it over the old
+;; (`lispm-write-file-whole'), so a crash leaves the last document saved
+;; or the new one, never one cut.  A commit is queued with a name of its
+;; own for the file as it is then, a hard link (or, where there are
+;; none, a copy): no later save can change that file, so each commit
+;; holds the document as its turn left it, however late git takes it.
 
 (cl-defstruct (lispm-sessions--queue (:constructor lispm-sessions--make-queue)
                                      (:copier nil))
   "The git commits of one sessions directory, made in order."
   (directory nil :documentation "The directory, a repository of its own.")
   (pending nil :documentation "The commits not yet given to the shell, oldest first.")
-  (copying nil :documentation "The commits given to the shell whose file it has not copied.")
+  (copying nil :documentation "The commits given to the shell, not yet made.")
   (sent nil :documentation "The serials of the commits given to the shell, not yet made.")
   (serial 0 :documentation "The serial of the last commit given to the shell.")
   (running nil :documentation "Non-nil while a one-off git command runs.")
@@ -1120,53 +1202,34 @@ Leading empty lines and trailing blanks are left out."
   "The options every git command of the sessions gets.")
 
 (defconst lispm-sessions--importer-script
-"exec 3>&1
-dir=$1 tag=$2
-shift 2
-take() {
+"trap '' PIPE
+feed() {
   while IFS= read -r line; do
     case $line in
       'lispm '*)
         n=${line#lispm }
-        src=${n#* }
+        file=${n#* }
         n=${n%% *}
-        copy=$dir/$tag$n
-        if ln \"$src\" \"$copy.link\" 2>/dev/null || [ -f \"$copy.link\" ]; then
-          cat \"$copy.link\" > \"$copy\"
-          rm -f \"$copy.link\"
-        else
-          cat \"$src\" > \"$copy\"
-        fi
-        printf 'lispm-copied %s\\n' \"$n\" >&3
-        printf 'lispm %s\\n' \"$n\" ;;
-      *) printf '%s\\n' \"$line\" ;;
-    esac
-  done
-}
-put() {
-  while IFS= read -r line; do
-    case $line in
-      'lispm '*)
-        n=${line#lispm }
-        size=$(wc -c < \"$dir/$tag$n\") || size=0
+        size=$(wc -c < \"$file\") || size=0
         printf 'data %s\\n' $size
-        cat \"$dir/$tag$n\" 2>/dev/null
-        rm -f \"$dir/$tag$n\"
+        cat \"$file\" 2>/dev/null
+        rm -f \"$file\"
         printf '\\ncheckpoint\\nprogress lispm %s\\n' \"$n\" ;;
       *) printf '%s\\n' \"${line#|}\" ;;
     esac
   done
 }
-take | put | \"$@\"
+feed | \"$@\"
 "
   "The POSIX shell between Emacs and `git fast-import'.
-Its arguments: the folder of its copies, the prefix of their names,
-then the git command it feeds.  It reads lines from Emacs: one that
-starts with `|' is a fast-import command (given without the `|'), and
-`lispm N SOURCE' is the file of commit N.  Of SOURCE it makes a hard
-link (or takes the one Emacs made) and copies it, says `lispm-copied N'
-at once, and gives git the copy as the file's `data', with `checkpoint'
-and `progress lispm N' after: git says that line when N is made.")
+Its arguments: the git command it feeds.  It reads lines from Emacs:
+one that starts with `|' is a fast-import command (given without the
+`|'), and `lispm N FILE' is the file of commit N, a name of its own
+that no save changes (`lispm-sessions--pin'): git gets its bytes as
+the file's `data', with `checkpoint' and `progress lispm N' after (git
+says that line when N is made), and the name is removed.  Emacs's end
+\(a broken pipe) stops neither it nor git: what Emacs gave them is
+still committed.")
 
 (defun lispm-sessions--git-command (queue args)
   "Return the command line of QUEUE's git, with ARGS."
@@ -1222,24 +1285,14 @@ after `lispm-session--git-timeout' seconds."
         (puthash directory (lispm-sessions--make-queue :directory directory)
                  lispm-sessions--queues))))
 
-(defun lispm-sessions--copy-name (queue serial &optional suffix)
-  "Return the name of the shell's copy of commit SERIAL of QUEUE, with SUFFIX.
-With SUFFIX \".link\", the name of the hard link it copies from."
-  (expand-file-name (format "%d-%d%s" (emacs-pid) serial (or suffix ""))
-                    (lispm-sessions--queue-copies queue)))
-
-(defun lispm-sessions--forget (queue job)
-  "Delete what Emacs made for JOB, a commit of QUEUE: its copy, its link."
-  (when-let* ((own (plist-get job :own)))
-    (ignore-errors (delete-file own)))
-  (when (plist-get job :linked)
-    (ignore-errors
-      (delete-file (lispm-sessions--copy-name queue (plist-get job :serial) ".link")))))
+(defun lispm-sessions--forget (job)
+  "Delete what was made for JOB, a commit: its pinned file."
+  (ignore-errors (delete-file (plist-get job :source))))
 
 (defun lispm-sessions--drop-pending (queue)
   "Give up the commits of QUEUE not given to the shell yet."
   (dolist (job (lispm-sessions--queue-pending queue))
-    (lispm-sessions--forget queue job))
+    (lispm-sessions--forget job))
   (setf (lispm-sessions--queue-pending queue) nil))
 
 (defun lispm-sessions--break (queue why)
@@ -1251,26 +1304,24 @@ With SUFFIX \".link\", the name of the hard link it copies from."
                         (lispm-sessions--queue-directory queue) why))
 
 (defun lispm-sessions--importer-output (queue text)
-  "Take TEXT, what QUEUE's importer said: the files it copied, the commits made."
+  "Take TEXT, what QUEUE's importer said: the commits made."
   (let ((output (concat (lispm-sessions--queue-output queue) text))
         (start 0))
-    (while (string-match "^\\(progress lispm\\|lispm-copied\\) \\([0-9]+\\)\n" output start)
+    (while (string-match "^progress lispm \\([0-9]+\\)\n" output start)
       (setq start (match-end 0))
-      (let ((copied (equal (match-string 1 output) "lispm-copied"))
-            (serial (string-to-number (match-string 2 output))))
-        (if copied
-            (while (and (lispm-sessions--queue-copying queue)
-                        (<= (plist-get (car (lispm-sessions--queue-copying queue)) :serial)
-                            serial))
-              (lispm-sessions--forget queue (pop (lispm-sessions--queue-copying queue))))
-          (while (and (lispm-sessions--queue-sent queue)
-                      (<= (car (lispm-sessions--queue-sent queue)) serial))
-            (pop (lispm-sessions--queue-sent queue))
-            (when (zerop (% (cl-incf (lispm-sessions--queue-done queue))
-                            lispm-sessions--gc-every))
-              ;; Each checkpoint leaves a pack: gather them now and then.
-              (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore)))
-          (setf (lispm-sessions--queue-branch queue) 'yes))))
+      (let ((serial (string-to-number (match-string 1 output))))
+        (while (and (lispm-sessions--queue-copying queue)
+                    (<= (plist-get (car (lispm-sessions--queue-copying queue)) :serial)
+                        serial))
+          (lispm-sessions--forget (pop (lispm-sessions--queue-copying queue))))
+        (while (and (lispm-sessions--queue-sent queue)
+                    (<= (car (lispm-sessions--queue-sent queue)) serial))
+          (pop (lispm-sessions--queue-sent queue))
+          (when (zerop (% (cl-incf (lispm-sessions--queue-done queue))
+                          lispm-sessions--gc-every))
+            ;; Each checkpoint leaves a pack: gather them now and then.
+            (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore)))
+        (setf (lispm-sessions--queue-branch queue) 'yes)))
     ;; Keep what may be an error, and the start of a line to come.
     (setf (lispm-sessions--queue-output queue)
           (let ((rest (substring output start)))
@@ -1281,13 +1332,9 @@ With SUFFIX \".link\", the name of the hard link it copies from."
   (when (eq process (lispm-sessions--queue-importer queue))
     (setf (lispm-sessions--queue-importer queue) nil
           (lispm-sessions--queue-branch queue) nil)
-    (dolist (job (lispm-sessions--queue-copying queue))
-      (lispm-sessions--forget queue job))
+    (mapc #'lispm-sessions--forget (lispm-sessions--queue-copying queue))
     (setf (lispm-sessions--queue-copying queue) nil)
     (when-let* ((lost (lispm-sessions--queue-sent queue)))
-      (dolist (serial lost)
-        (ignore-errors (delete-file (lispm-sessions--copy-name queue serial)))
-        (ignore-errors (delete-file (lispm-sessions--copy-name queue serial ".link"))))
       (setf (lispm-sessions--queue-sent queue) nil
             (lispm-sessions--queue-error queue)
             (format "git fast-import: %s"
@@ -1300,7 +1347,7 @@ With SUFFIX \".link\", the name of the hard link it copies from."
     (lispm-sessions--next queue)))
 
 (defun lispm-sessions--copies (queue)
-  "Return the folder of the copies of QUEUE's shell, made if need be.
+  "Return the folder of QUEUE's pinned files, made if need be.
 It is lispm/ in the repository's .git, beside the session files, so
 that a hard link can be made; else a temporary folder of LispM's."
   (or (lispm-sessions--queue-copies queue)
@@ -1310,15 +1357,12 @@ that a hard link can be made; else a temporary folder of LispM's."
               (condition-case nil
                   (progn
                     (with-file-modes #o700 (make-directory folder t))
-                    ;; What an Emacs that ended without stopping its
-                    ;; shell left: one of this process id, or older.
-                    (let ((mine (format "\\`%d-" (emacs-pid)))
-                          (old (time-subtract nil (* 24 3600))))
+                    ;; What an Emacs that died before its commits were
+                    ;; made left: a day old, it is no longer waited for.
+                    (let ((old (time-subtract nil (* 24 3600))))
                       (pcase-dolist (`(,name . ,attributes)
                                      (directory-files-and-attributes folder t "\\`[^.]" t))
-                        (when (or (string-match-p mine (file-name-nondirectory name))
-                                  (time-less-p (file-attribute-modification-time attributes)
-                                               old))
+                        (when (time-less-p (file-attribute-modification-time attributes) old)
                           (ignore-errors (delete-file name)))))
                     folder)
                 (file-error (file-name-as-directory (make-temp-file "lispm-sessions-" t))))))))
@@ -1337,8 +1381,7 @@ It is a shell running `lispm-sessions--importer-script', which feeds
      (t
       (setq importer
             (lispm-sessions--start
-             queue (append (list shell "-c" lispm-sessions--importer-script "lispm-sessions"
-                                 (lispm-sessions--copies queue) (format "%d-" (emacs-pid)))
+             queue (append (list shell "-c" lispm-sessions--importer-script "lispm-sessions")
                            (lispm-sessions--git-command
                             queue '("-c" "core.compression=1" "fast-import" "--quiet"
                                     "--date-format=raw")))
@@ -1382,9 +1425,14 @@ made one line."
 (defun lispm-sessions--send (queue)
   "Give QUEUE's pending commits to its importer."
   (let ((importer (lispm-sessions--importer queue)))
-    (if (not importer)
-        (lispm-sessions--break queue (format "git fast-import does not start: %s"
-                                             (lispm-sessions--queue-error queue)))
+    (cond
+     ((not importer)
+      (lispm-sessions--break queue (format "git fast-import does not start: %s"
+                                           (lispm-sessions--queue-error queue))))
+     ;; Stopped (SIGSTOP) by someone: Emacs cannot write to it, so the
+     ;; commits wait for the next turn's.
+     ((eq (process-status importer) 'stop))
+     (t
       (while (lispm-sessions--queue-pending queue)
         (let ((job (pop (lispm-sessions--queue-pending queue))))
           (plist-put job :serial (cl-incf (lispm-sessions--queue-serial queue)))
@@ -1396,7 +1444,7 @@ made one line."
               (process-send-string importer (lispm-sessions--record queue job))
             ;; Gone meanwhile: its sentinel fails what it did not commit.
             (error nil))
-          (setf (lispm-sessions--queue-fresh queue) nil))))))
+          (setf (lispm-sessions--queue-fresh queue) nil)))))))
 
 (defun lispm-sessions--next (queue)
   "Move QUEUE on: check its repository, or give git what waits."
@@ -1457,8 +1505,8 @@ made one line."
 
 (defun lispm-sessions--enqueue (file message)
   "Queue a commit of FILE, as it is on disk now, with MESSAGE.
-FILE was just written; `lispm-sessions--keep' keeps it for the commit
-before it is written again."
+FILE was just written; the commit takes a name of its own for it
+\(`lispm-sessions--pin')."
   (let* ((directory (file-name-directory file))
          (queue (lispm-sessions--queue directory))
          (program lispm-sessions-git-program))
@@ -1481,57 +1529,27 @@ before it is written again."
      (t
       (setf (lispm-sessions--queue-pending queue)
             (nconc (lispm-sessions--queue-pending queue)
-                   (list (list :file file :source file
+                   (list (list :file file :source (lispm-sessions--pin queue file)
                                :path (file-relative-name
                                       file (lispm-sessions--queue-directory queue))
                                :message message
                                :time (truncate (float-time))
-                               :serial nil :own nil :linked nil))))
+                               :serial nil))))
       (lispm-sessions--next queue)))))
 
-(defun lispm-sessions--keep (file)
-  "Keep FILE as it is for the commit that is to take it, if one is to.
-Call this before FILE is written again.  Return non-nil if FILE must
-then be replaced (a new file renamed over it), not written in place:
-the shell may be copying it."
-  (when-let* ((queue (gethash (file-name-as-directory (expand-file-name (file-name-directory file)))
-                               lispm-sessions--queues)))
-    (let* ((its (lambda (job) (equal (plist-get job :file) file)))
-           (pending (cl-find-if its (lispm-sessions--queue-pending queue) :from-end t))
-           (job (or pending
-                    (cl-find-if its (lispm-sessions--queue-copying queue) :from-end t))))
-      (when (and job (equal (plist-get job :source) file) (not (plist-get job :linked)))
-        (if pending
-            ;; The shell has not seen it: a copy of the commit's own,
-            ;; beside the shell's copies, or before there are any (no
-            ;; repository yet) beside the file.
-            (let ((copy (ignore-errors
-                          (make-temp-file
-                           (expand-file-name (if (lispm-sessions--queue-copies queue)
-                                                 "lispm-session-"
-                                               ".lispm-copy-")
-                                             (or (lispm-sessions--queue-copies queue)
-                                                 (lispm-sessions--queue-directory queue)))))))
-              (condition-case nil
-                  (when copy
-                    (copy-file file copy t)
-                    (plist-put job :source copy)
-                    (plist-put job :own copy))
-                (file-error (ignore-errors (delete-file copy))))
-              nil)
-          ;; The shell may be copying it now: its inode stays for it.
-          (let ((link (lispm-sessions--copy-name queue (plist-get job :serial) ".link")))
-            (plist-put job :linked t)
-            (condition-case nil
-                (add-name-to-file file link)
-              ;; The shell made it first.
-              (file-already-exists nil)
-              ;; No hard links there: a copy, whole when it gets the name.
-              (file-error
-               (ignore-errors
-                 (copy-file file (concat link ".tmp") t)
-                 (rename-file (concat link ".tmp") link t))))
-            t))))))
+(defun lispm-sessions--pin (queue file)
+  "Return a new name of FILE, for a commit of QUEUE to take it as it is now.
+Saves rename a new file over FILE, so what this name holds stays: a
+hard link in the shell's folder (before there is one, beside FILE);
+where no hard link can be made, a copy."
+  (let* ((copies (and (eq (lispm-sessions--queue-state queue) 'ready)
+                      (lispm-sessions--copies queue)))
+         (pin (make-temp-file (expand-file-name (if copies "lispm-session-" ".lispm-copy-")
+                                                (or copies (file-name-directory file))))))
+    (condition-case nil
+        (add-name-to-file file pin t)
+      (file-error (copy-file file pin t)))
+    pin))
 
 (defun lispm-sessions--busy-p ()
   "Return non-nil if a commit of the sessions is waiting or being made."
@@ -1549,64 +1567,33 @@ benchmarks only: LispM itself never waits for git."
       (accept-process-output nil 0.02))
     (not (lispm-sessions--busy-p))))
 
-(defun lispm-session--replace (file bytes)
-  "Write BYTES to a new file, which then takes FILE's place.
-The current buffer visits FILE, as if BYTES, its text, were written
-there; the old file stays whole for whoever has a link to it."
-  (let ((temp (make-temp-file (expand-file-name ".lispm-save-" (file-name-directory file)))))
-    (condition-case err
-        (progn
-          (when-let* ((modes (file-modes file)))
-            (set-file-modes temp modes))
-          (write-region bytes nil temp nil file)
-          (rename-file temp file t))
-      (error (ignore-errors (delete-file temp))
-             (signal (car err) (cdr err))))))
-
 (defun lispm-session--write (file)
-  "Write the current buffer to FILE, its session file.
-Only the text from the first change on is written when the file holds
-the rest already, byte for byte; else all of it.  A commit still to
-take FILE is served first (`lispm-sessions--keep').  The text is
-encoded first, then written as bytes: `write-region' encoding a
-buffer costs ten times more."
-  (let* ((coding-system-for-write 'no-conversion)
-         (inhibit-message t)
-         (write-region-annotate-functions nil)
-         (write-region-post-annotation-function nil)
-         (total (1- (position-bytes (point-max))))
-         (from (or lispm-session--dirty (point-max)))
-         (offset (1- (position-bytes from)))
-         (replace (and (file-exists-p file) (lispm-sessions--keep file))))
-    (unless (or (verify-visited-file-modtime) (not (file-exists-p file)))
+  "Write the current buffer to FILE, its session file, whole and at once.
+The document goes to a new file renamed over FILE
+\(`lispm-write-file-whole'): a crash leaves the document saved last or
+this one, never one cut.  It is not flushed: what Emacs wrote
+survives Emacs's own end, the kernel keeps it.  Nothing is written if
+nothing changed since the last save and the file is as it left it.
+The text is encoded first, then written as bytes: `write-region'
+encoding a buffer costs ten times more."
+  (let ((inhibit-message t)
+        (exists (file-exists-p file)))
+    (unless (or (verify-visited-file-modtime) (not exists))
       ;; Written behind LispM's back: keep that version, then write ours.
       (let ((kept (format "%s.%s.outside" file (format-time-string "%Y%m%d-%H%M%S"))))
         (copy-file file kept t)
         (display-warning 'lispm-session
                          (format "%s changed on disk; that version is kept as %s"
                                  file kept)))
+      (setq lispm-session--dirty (point-min)))
+    (when (or lispm-session--dirty (not exists))
+      (lispm-write-file-whole
+       file (encode-coding-string (buffer-substring-no-properties (point-min) (point-max))
+                                  'utf-8-unix t)
+       nil t)
       (set-visited-file-modtime)
-      (setq lispm-session--saved-bytes nil))
-    (let* ((partial (and (not replace)
-                         lispm-session--saved-bytes
-                         (memq #'lispm-session--note-change after-change-functions)
-                         (<= offset lispm-session--saved-bytes total)
-                         (eql (file-attribute-size (file-attributes file))
-                              lispm-session--saved-bytes)))
-           (encode (lambda (beg)
-                     (encode-coding-string (buffer-substring-no-properties beg (point-max))
-                                           'utf-8-unix t)))
-           (bytes (funcall encode (if partial from (point-min)))))
-      ;; A raw byte is one byte in the file but two in the buffer: then
-      ;; the offsets do not hold.
-      (when (and partial (/= (length bytes) (- total offset)))
-        (setq partial nil bytes (funcall encode (point-min))))
-      (cond (replace (lispm-session--replace file bytes))
-            (partial (write-region bytes nil file offset file))
-            (t (write-region bytes nil file nil file)))
-      (setq lispm-session--dirty nil
-            lispm-session--saved-bytes
-            (and (eql (file-attribute-size (file-attributes file)) total) total)))))
+      (set-buffer-modified-p nil)
+      (setq lispm-session--dirty nil))))
 
 (defun lispm-sessions-stop (&optional timeout)
   "End the git processes of the sessions, after the commits they were given.
@@ -1622,8 +1609,10 @@ Wait at most TIMEOUT seconds (default 5) for them to end."
     (dolist (importer importers)
       (when (process-live-p importer) (delete-process importer)))))
 
-(defun lispm-session-save (buffer message)
+(defun lispm-session-save (buffer &optional message)
   "Save the session in BUFFER to its file, and queue a commit with MESSAGE.
+Without MESSAGE, only save: a step of a turn (a call, its result, an
+approval), whose commit comes at the turn's end.
 Return non-nil if the file was saved.  No hook runs and nothing is
 asked; if the file cannot be written, warn and leave the buffer as it
 is, unsaved."
@@ -1637,7 +1626,8 @@ is, unsaved."
                 (unless (file-directory-p directory)
                   (with-file-modes #o700 (make-directory directory t)))
                 (lispm-session--write file)
-                (lispm-sessions--enqueue file message)
+                (when message
+                  (lispm-sessions--enqueue file message))
                 t)
             (file-error
              (display-warning 'lispm-session

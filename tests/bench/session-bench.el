@@ -25,10 +25,9 @@
 ;;   `git fast-import') and each call of its processes' filters and
 ;;   sentinels (advice in this file only): `git_callbacks', the sum per
 ;;   turn.
-;;
-;; It also counts the saves that found the shell still copying the
-;; file of the turn before, and so replaced the file rather than write
-;; it in place: `replaced'.
+;; - each step save at a call's end (`lispm-session-insert-result',
+;;   which adds the result and saves the file, without a commit), with
+;;   the file's size then: `steps' and `step_kb'.
 ;;
 ;; Then it waits for the queue, reads the log with `git log' and prints
 ;; one line of JSON: the times, the seconds from the last turn to the
@@ -65,15 +64,6 @@
                                          (apply #'session-bench--timed function event))))))
     (apply #'session-bench--timed make-process args)))
 
-(defvar session-bench--replaced 0
-  "How many saves replaced the session file, the shell still copying it.")
-
-(defun session-bench--keep (keep &rest args)
-  "Call KEEP with ARGS, counting the saves it has replace the file."
-  (let ((replace (apply keep args)))
-    (when replace (cl-incf session-bench--replaced))
-    replace))
-
 (defun session-bench--git (directory &rest args)
   "Return the output of git with ARGS in DIRECTORY (outside the timed part)."
   (with-temp-buffer
@@ -95,10 +85,11 @@
                              (number-sequence 1 64) "\n")))
          (blocked nil)
          (git-per-turn nil)
+         (steps nil)
+         (step-kb nil)
          buffer last-end)
     (make-directory project t)
     (advice-add 'make-process :around #'session-bench--make-process)
-    (advice-add 'lispm-sessions--keep :around #'session-bench--keep)
     (unwind-protect
         (progn
           (setq buffer (lispm-session-create project "scripted" "emacs"))
@@ -112,7 +103,14 @@
               (let ((id (format "call_%d" i)))
                 (lispm-session-insert-call buffer (list :id id :name "read_file"
                                                         :arguments "{\"path\": \"f.el\"}"))
-                (lispm-session-insert-result buffer id result))
+                (garbage-collect)
+                (let ((start (float-time)))
+                  (lispm-session-insert-result buffer id result)
+                  (push (- (float-time) start) steps))
+                (push (/ (file-attribute-size
+                          (file-attributes (buffer-local-value 'lispm-session-file buffer)))
+                         1024.0)
+                      step-kb))
               (let ((stream (lispm-session-begin-reply buffer)))
                 (lispm-session-stream-text stream "Done.")
                 (lispm-session-end-reply stream))
@@ -142,7 +140,8 @@
                             :drained (if drained t :json-false)
                             :commits (length log)
                             :in_order (if (equal log wanted) t :json-false)
-                            :replaced session-bench--replaced
+                            :steps (vconcat (nreverse steps))
+                            :step_kb (vconcat (nreverse step-kb))
                             :packs (length (directory-files
                                             (expand-file-name ".git/objects/pack"
                                                               lispm-sessions-directory)
@@ -154,7 +153,6 @@
               (terpri))))
       (lispm-sessions-stop)
       (advice-remove 'make-process #'session-bench--make-process)
-      (advice-remove 'lispm-sessions--keep #'session-bench--keep)
       (when (buffer-live-p buffer)
         (with-current-buffer buffer (set-buffer-modified-p nil))
         (kill-buffer buffer))

@@ -1,12 +1,12 @@
-"""`agent_commit_emacs_blocked_ms`: what saving and committing a turn costs Emacs.
+"""`agent_commit_emacs_blocked_ms`, `session_step_save_emacs_ms`: what sessions cost Emacs.
 
 The timing happens in a batch Emacs (`session-bench.el`), which plays 50
 turns of an own agent's session, one every 100 ms, and prints the time of
 each `lispm-session-end-turn`, the time Emacs spent in the sessions' git
 processes' starts and callbacks (the one-off git commands and the shell
 that feeds `git fast-import`), whether git made the 50 commits in order,
-and how many saves had to replace the file because the shell was still
-copying it; this module turns them into metrics.
+and the time of each save at a call's end (a step save, no commit) with
+the file's size; this module turns them into metrics.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ async def commit(context: Context) -> list[Metric]:
     blocked = [seconds * 1000 for seconds in data["blocked"]]
     git = [seconds * 1000 for seconds in data["git_callbacks"]]
     in_order = bool(data["in_order"]) and bool(data["drained"])
+    # The step saves once the file has grown past 250 KB (the last turns).
+    late = [seconds * 1000 for seconds, kb in zip(data["steps"], data["step_kb"], strict=True)
+            if kb >= 250] or [seconds * 1000 for seconds in data["steps"][-5:]]
     return [
         Metric("agent_commit_emacs_blocked_ms", median(blocked), "ms", Target("<=", 5),
                f"lispm-session-end-turn, median of {data['turns']} turns; "
@@ -51,6 +54,9 @@ async def commit(context: Context) -> list[Metric]:
                note="Emacs's time in the git processes' starts and callbacks per turn, median"),
         Metric("agent_commit_in_order", 1.0 if in_order else 0.0, "bool", Target(">=", 1),
                f"{data['commits']} commits for {data['turns']} turns, "
-               f"the last {data['drain_s'] * 1000:.0f} ms after its turn; "
-               f"{data['replaced']} saves replaced the file the shell was copying"),
+               f"the last {data['drain_s'] * 1000:.0f} ms after its turn"),
+        Metric("session_step_save_emacs_ms", median(late), "ms", Target("<=", 2),
+               f"a call's result added and the session saved whole (no commit), median of "
+               f"{len(late)} steps with the file at {min(data['step_kb'][-len(late):]):.0f}–"
+               f"{max(data['step_kb']):.0f} KB ({spread(late, digits=2)})"),
     ]

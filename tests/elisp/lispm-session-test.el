@@ -628,7 +628,13 @@ Those with control characters (a NUL, a CR) or too long to fontify stay JSON."
       (should-not (lispm-session-begin-reply buffer))
       (should-not (lispm-session-end-turn buffer))
       (should (lispm-sessions-wait-for-commits 5))
-      (should-not (file-exists-p sessions)))))
+      ;; The turn was saved as it began, and nothing since; no commit.
+      (let ((files (directory-files sessions t "\\.org\\'")))
+        (should (= (length files) 1))
+        (should (string-match-p "^\\* Turn 1: go$" (with-temp-buffer
+                                                      (insert-file-contents (car files))
+                                                      (buffer-string)))))
+      (should-not (file-exists-p (expand-file-name ".git" sessions))))))
 
 ;;; Unreadable files
 
@@ -742,11 +748,11 @@ Those with control characters (a NUL, a CR) or too long to fontify stay JSON."
                                      "\n" t)
                        (cl-loop for i from 1 to 50
                                 collect (format "session %s turn %d: turn number %d" id i i)))))
-      ;; Each turn before the repository was made had a copy of its
-      ;; own, beside the file; none is left.
+      ;; Each turn before the repository was made had a name of its
+      ;; own for the file, beside it; none is left.
       (should (equal (directory-files sessions nil "\\`\\.lispm") nil))
-      (should (equal (directory-files (expand-file-name ".git/lispm" sessions) nil "\\`[^.]")
-                     nil)))))
+      (let ((pins (expand-file-name ".git/lispm" sessions)))
+        (should-not (and (file-directory-p pins) (directory-files pins nil "\\`[^.]")))))))
 
 (ert-deftest lispm-session-test-commits-go-on-an-existing-history ()
   "In a repository of the user's, on HEAD's branch; and again after git restarts."

@@ -1,0 +1,184 @@
+;;; lispm-session-crash-test.el --- Sessions after Emacs died: saved as they went, cut files opened  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; A session is saved at each step of a turn, whole (a new file renamed
+;; over the old); a file cut short (by an older LispM writing in place)
+;; opens up to its last complete part, with a note; a turn cut by
+;; Emacs's end reopens marked so, its awaited approvals ended.  The
+;; SIGKILL of a real Emacs mid-turn is tests/python/test_crash_turn.py.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'lispm-session)
+
+(defmacro lispm-session-crash-test--with-dirs (&rest body)
+  "Run BODY with `sessions' and `project', temporary folders of its own."
+  (declare (indent 0) (debug t))
+  `(let* ((root (file-name-as-directory
+                 (file-truename (make-temp-file "lispm-session-crash" t))))
+          (sessions (file-name-as-directory (expand-file-name "sessions" root)))
+          (project (file-name-as-directory (expand-file-name "project" root)))
+          (lispm-sessions-directory sessions)
+          (lispm-sessions-git-program "/nonexistent/git"))
+     (ignore sessions)
+     (make-directory project t)
+     (unwind-protect
+         (progn ,@body)
+       (dolist (buffer (buffer-list))
+         (when (with-current-buffer buffer (derived-mode-p 'lispm-session-mode))
+           (with-current-buffer buffer (set-buffer-modified-p nil))
+           (kill-buffer buffer)))
+       (delete-directory root t))))
+
+(defun lispm-session-crash-test--bytes (file)
+  "Return FILE's bytes."
+  (with-temp-buffer
+    (set-buffer-multibyte nil)
+    (insert-file-contents-literally file)
+    (buffer-string)))
+
+(defun lispm-session-crash-test--write (file bytes)
+  "Make BYTES FILE's content."
+  (let ((coding-system-for-write 'no-conversion))
+    (write-region bytes nil file nil 'silent)))
+
+(defun lispm-session-crash-test--session (project)
+  "Return the file of a two-turn session in PROJECT, every kind of part in it.
+Its buffer is killed."
+  (let ((buffer (lispm-session-create project)))
+    (dolist (turn '(1 2))
+      (lispm-session-begin-turn buffer (format "Turn %d's words: é\n* not a heading" turn))
+      (let ((stream (lispm-session-begin-reply buffer)))
+        (lispm-session-stream-text stream "Reading it.\n#+begin_example\nquoted")
+        (lispm-session-end-reply stream))
+      (lispm-session-insert-call buffer (list :id (format "c%d" turn) :name "read_file"
+                                              :arguments "{\"path\":\"a\"}"))
+      (lispm-session-insert-result buffer (format "c%d" turn)
+                                   "line one\n#+end_example\n* line three ü")
+      (lispm-session-insert-call buffer (list :id (format "p%d" turn) :name "run_lisp"
+                                              :arguments "{\"program\":\"(list 1 \\\"é\\\")\"}"))
+      (lispm-session-insert-approval buffer (format "p%d" turn) "Approve run_lisp")
+      (lispm-session-decide-approval buffer (format "p%d" turn) 'done)
+      (lispm-session-insert-result buffer (format "p%d" turn) "(1 \"é\")")
+      (lispm-session-end-turn buffer))
+    (prog1 (buffer-local-value 'lispm-session-file buffer)
+      (with-current-buffer buffer (set-buffer-modified-p nil))
+      (kill-buffer buffer))))
+
+(ert-deftest lispm-session-crash-every-step-is-saved-whole ()
+  "Each step of a turn is on disk as soon as it is made, and reads back."
+  (lispm-session-crash-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (file (buffer-local-value 'lispm-session-file buffer))
+           (read (lambda ()
+                   (with-temp-buffer
+                     (let ((coding-system-for-read 'utf-8-unix)) (insert-file-contents file))
+                     (buffer-string)))))
+      (lispm-session-begin-turn buffer "Change two files")
+      (should (string-match-p "^\\* Turn 1: Change two files$" (funcall read)))
+      (lispm-session-insert-call buffer '(:id "e1" :name "edit_file" :arguments "{}"))
+      (should (string-match-p ":LISPM_CALL_ID: e1" (funcall read)))
+      (lispm-session-insert-result buffer "e1" "edited a.txt")
+      (should (string-match-p "edited a\\.txt" (funcall read)))
+      (lispm-session-insert-call buffer '(:id "s1" :name "run_shell" :arguments "{}"))
+      (lispm-session-insert-approval buffer "s1" "Approve run_shell: make check")
+      (should (string-match-p "^\\*\\*\\*\\* TODO Approve run_shell" (funcall read)))
+      (let ((inode (file-attribute-inode-number (file-attributes file))))
+        (lispm-session-decide-approval buffer "s1" 'cancelled "no")
+        ;; Replaced, not written in place.
+        (should-not (equal inode (file-attribute-inode-number (file-attributes file)))))
+      (should (string-match-p "^\\*\\*\\*\\* CANCELLED Approve" (funcall read)))
+      (should-not (buffer-modified-p buffer)))))
+
+(ert-deftest lispm-session-crash-a-cut-turn-reopens-marked-ended ()
+  "Emacs died with an approval awaited: reopened, the turn says so, nothing waits."
+  (lispm-session-crash-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (file (buffer-local-value 'lispm-session-file buffer)))
+      (lispm-session-begin-turn buffer "Change two files, then check")
+      (lispm-session-insert-call buffer '(:id "e1" :name "edit_file" :arguments "{}"))
+      (lispm-session-insert-result buffer "e1" "edited a.txt")
+      (lispm-session-insert-call buffer '(:id "e2" :name "edit_file" :arguments "{}"))
+      (lispm-session-insert-result buffer "e2" "edited b.txt")
+      (lispm-session-insert-call buffer '(:id "s1" :name "run_shell" :arguments "{}"))
+      (lispm-session-insert-approval buffer "s1" "Approve run_shell: make check")
+      ;; Emacs dies here: what is on disk is what the next Emacs reads.
+      (with-current-buffer buffer (set-buffer-modified-p nil))
+      (kill-buffer buffer)
+      (let* ((buffer (lispm-session-open file))
+             (text (with-current-buffer buffer (buffer-string))))
+        (should (string-match-p "^\\* Turn 1: Change two files" text))
+        (should (string-match-p "edited a\\.txt" text))
+        (should (string-match-p "edited b\\.txt" text))
+        (should-not (string-match-p "^\\*\\*\\*\\* TODO" text))
+        (should (string-match-p "^\\*\\*\\*\\* CANCELLED Approve run_shell" text))
+        (should (string-match-p "ended unanswered" text))
+        (should (string-match-p "^: Turn 1 was cut: Emacs ended during it\\.  2 calls ran" text))
+        ;; The model is told the call did not run; nothing waits on it.
+        (should-not (lispm-session-waiting-step buffer))
+        (let ((last (car (last (lispm-session-messages buffer)))))
+          (should (equal (plist-get last :tool_call_id) "s1"))
+          (should (string-match-p "did not run" (plist-get last :content))))
+        ;; Saved so: a second opening finds nothing more to mark.
+        (kill-buffer buffer)
+        (with-current-buffer (lispm-session-open file)
+          (should (= 1 (how-many "Turn 1 was cut" (point-min) (point-max))))
+          (should (= 1 (how-many "^\\*\\*\\*\\* CANCELLED" (point-min) (point-max)))))))))
+
+(ert-deftest lispm-session-crash-a-file-cut-anywhere-opens ()
+  "A session file cut at any line, or mid-character, opens, with a note.
+The damaged bytes are kept beside it."
+  (lispm-session-crash-test--with-dirs
+    (let* ((file (lispm-session-crash-test--session project))
+           (whole (lispm-session-crash-test--bytes file))
+           (header-end (string-search "\n* " whole))
+           (full (with-current-buffer (lispm-session-open file)
+                   (prog1 (lispm-session-messages (current-buffer)) (kill-buffer))))
+           (offsets (delete-dups
+                     (append
+                      ;; Every line end, and two bytes into every line.
+                      (cl-loop for i from 0 below (length whole)
+                               when (eq (aref whole i) ?\n) collect (1+ i) and collect (+ i 3))
+                      ;; Inside each é and ü (two bytes in UTF-8).
+                      (cl-loop for i from 0 below (length whole)
+                               when (>= (aref whole i) #xc0) collect (1+ i)))))
+           (opened 0))
+      (should (string-match-p "#\\+begin_example" whole))
+      (dolist (offset (sort offsets #'<))
+        (when (and (> offset (1+ header-end))
+                   (< offset (string-search "\n* Your message" whole)))
+          (dolist (old (directory-files sessions t "\\.damaged-"))
+            (delete-file old))
+          (lispm-session-crash-test--write file (substring whole 0 offset))
+          (let ((buffer (lispm-session-open file)))
+            (cl-incf opened)
+            (with-current-buffer buffer
+              (should (string-match-p "was cut short when it was last written"
+                                      (buffer-string)))
+              ;; It reads back as history: no more than the whole had.
+              (should (<= (length (lispm-session-messages buffer)) (length full))))
+            (should (equal (lispm-session-crash-test--bytes
+                            (car (directory-files sessions t "\\.damaged-")))
+                           (substring whole 0 offset)))
+            ;; The repaired document is saved, and reads back as it is.
+            (kill-buffer buffer)
+            (with-current-buffer (lispm-session-open file)
+              (should (= 1 (how-many "was cut short" (point-min) (point-max))))
+              (kill-buffer)))))
+      (should (> opened 100)))))
+
+(ert-deftest lispm-session-crash-a-whole-file-edited-badly-still-refuses ()
+  "A document with its end whole that does not read back is no cut: an error."
+  (lispm-session-crash-test--with-dirs
+    (let* ((file (lispm-session-crash-test--session project))
+           (whole (lispm-session-crash-test--bytes file)))
+      (lispm-session-crash-test--write
+       file (replace-regexp-in-string "#\\+end_src\n" "" whole t t))
+      (should-error (lispm-session-open file) :type 'lispm-session-unreadable)
+      (should-not (directory-files sessions nil "\\.damaged-")))))
+
+(provide 'lispm-session-crash-test)
+;;; lispm-session-crash-test.el ends here
