@@ -725,7 +725,13 @@ CHANGES come newest first.  Return (:conflict CONFLICT) or (:buffer
 BUFFER :text TEXT :delete DELETE :visit FILE): the buffer to change (nil
 when it must be visited again, from FILE), the text it gets, and whether
 its file is to be deleted (it was created), killing the buffer if it was
-made for that."
+made for that.  The markers of the buffer's other changes, those not
+reverted now, go where the text they marked is then: :markers, a list
+of (CHANGE BEG END).
+
+An edit whose text is its text from before (the user undid it) counts
+as reverted already; a buffer whose file was moved or deleted since is
+a conflict, as its file is when no buffer visits it."
   (let* ((newest (car changes))
          (oldest (car (last changes)))
          (buffer (lispm-change-buffer newest))
@@ -739,7 +745,12 @@ made for that."
                           (not (verify-visited-file-modtime buffer)))
                  (throw 'conflict
                         (list :conflict
-                              (lispm-edit--conflict newest "it changed on disk since")))))
+                              (lispm-edit--conflict newest "it changed on disk since"))))
+               (when (and file (not (file-exists-p file))
+                          (not (equal (with-current-buffer buffer (visited-file-modtime)) 0)))
+                 (throw 'conflict
+                        (list :conflict
+                              (lispm-edit--conflict newest "it was moved or deleted since")))))
               ((and file (file-regular-p file))
                (lispm-insert-file-text file))
               (t (throw 'conflict
@@ -763,32 +774,56 @@ made for that."
                              (lispm-edit--conflict
                               change "its buffer was killed with unsaved changes"))))
               (puthash change (cons (copy-marker beg t) (copy-marker end)) marks)))
-          (dolist (change changes)
-            (pcase-let* ((`(,beg . ,end) (gethash change marks))
-                         (from (min beg end))
-                         (to (max beg end)))
-              (unless (string= (buffer-substring-no-properties from to)
-                               (lispm-change-after change))
-                (throw 'conflict
-                       (list :conflict
-                             (lispm-edit--conflict change "text LispM wrote was changed since"))))
-              (when (and (lispm-change-created change)
-                         (not (string= (buffer-string) (lispm-change-after change))))
-                (throw 'conflict
-                       (list :conflict
-                             (lispm-edit--conflict change "text was added to it since"))))
-              (goto-char from)
-              (delete-region from to)
-              (insert (lispm-change-before change))
-              (dolist (fixup (lispm-change-fixups change))
-                (pcase-let ((`(,older ,slot ,offset) fixup))
-                  (when-let* ((pair (gethash older marks)))
-                    (set-marker (if (eq slot 'beg) (car pair) (cdr pair))
-                                (+ from offset)))))))
-          (list :buffer (and live buffer) :visit file
-                :text (buffer-string)
-                :delete (and (lispm-change-created oldest) file)
-                :kill (not (lispm-change-visited oldest))))))))
+          ;; The buffer's other changes: where their text goes.
+          (let ((others
+                 (and live
+                      (cl-loop for other in (buffer-local-value 'lispm-edit--recent buffer)
+                               for beg = (lispm-change-beg other)
+                               for end = (lispm-change-end other)
+                               unless (or (memq other changes)
+                                          (not (markerp beg)) (not (markerp end))
+                                          (not (eq (marker-buffer beg) buffer))
+                                          (not (eq (marker-buffer end) buffer)))
+                               do (puthash other (cons (copy-marker (marker-position beg) t)
+                                                       (copy-marker (marker-position end)))
+                                           marks)
+                               and collect other))))
+            (dolist (change changes)
+              (pcase-let* ((`(,beg . ,end) (gethash change marks))
+                           (from (min beg end))
+                           (to (max beg end))
+                           (now (buffer-substring-no-properties from to))
+                           (undone (and (not (string= now (lispm-change-after change)))
+                                        (string= now (lispm-change-before change))
+                                        (not (lispm-change-created change)))))
+                (unless (or undone (string= now (lispm-change-after change)))
+                  (throw 'conflict
+                         (list :conflict
+                               (lispm-edit--conflict change "text LispM wrote was changed since"))))
+                (when (and (lispm-change-created change)
+                           (not (string= (buffer-string) (lispm-change-after change))))
+                  (throw 'conflict
+                         (list :conflict
+                               (lispm-edit--conflict change "text was added to it since"))))
+                ;; An edit the user undid is reverted already.
+                (unless undone
+                  (goto-char from)
+                  (delete-region from to)
+                  (insert (lispm-change-before change))
+                  (dolist (fixup (lispm-change-fixups change))
+                    (pcase-let ((`(,older ,slot ,offset) fixup))
+                      (when-let* ((pair (gethash older marks)))
+                        (set-marker (if (eq slot 'beg) (car pair) (cdr pair))
+                                    (+ from offset))))))))
+            (list :buffer (and live buffer) :visit file
+                  :text (buffer-string)
+                  :markers (mapcar (lambda (other)
+                                     (let ((pair (gethash other marks)))
+                                       (list other (marker-position (car pair))
+                                             (marker-position (cdr pair)))))
+                                   others)
+                  :delete (and (lispm-change-created oldest) file)
+                  :kill (not (lispm-change-visited oldest)))))))))
 
 (defun lispm-edit--disk-state (file)
   "Return FILE's state now: (STAMP . BYTES), STAMP nil if it does not exist."
@@ -882,7 +917,10 @@ Nothing is changed."
             (lispm-edit--replace-untracked buffer (plist-get plan :text))))
       (let ((saved (and file (not (buffer-modified-p buffer)))))
         (lispm-edit--replace-untracked buffer (plist-get plan :text)
-                                       :save saved :overwrite t)))))
+                                       :save saved :overwrite t))
+      (pcase-dolist (`(,other ,beg ,end) (plist-get plan :markers))
+        (set-marker (lispm-change-beg other) beg buffer)
+        (set-marker (lispm-change-end other) end buffer)))))
 
 (defun lispm-edit--apply-disk-plan (plan)
   "Carry out PLAN, one file's part of a revert on disk."
