@@ -51,6 +51,10 @@ class Agent:
     resumed: bool = False
     #: What the kind's adapter tells Emacs for the launch (`describe`).
     launch: dict[str, Any] = field(default_factory=dict)
+    #: When its conversation began, on the ledger's clock: what was sent
+    #: under its name before is its predecessor's.  0 for an agent that
+    #: goes on an earlier conversation (restored or resumed).
+    since: float = 0.0
 
     def describe(self) -> dict[str, Any]:
         """Return what Emacs needs to launch this agent's CLI.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,7 +69,8 @@ class Agents:
         self.messenger = Messenger(self.services.ledger,
                                    lambda: [*self.by_name, *self.starting], self.wake,
                                    lambda name: a.kind if (a := self.by_name.get(name)) else None,
-                                   self.start_helper)
+                                   self.start_helper,
+                                   lambda name: a.since if (a := self.by_name.get(name)) else None)
 
     async def start_helper(self, caller: str, role: str) -> str:
         """Have Emacs start a helper of ROLE for agent CALLER; return its name
@@ -206,6 +208,7 @@ class Agents:
             name=name, kind=kind, folder=folder, instance=instance,
             session_id=session_id or str(uuid.uuid4()), files=files, server=server,
             seen=seen, on_reached=self._reached, resumed=earlier and not restore,
+            since=0.0 if earlier else time.time(),
         )
         try:
             await adapter.open(agent, options, restore)

@@ -37,16 +37,25 @@ class DeadlockRefused(LispmError):
 
     code = -32021
 
-    def __init__(self, cycle: list[str], request_id: str | None) -> None:
-        """CYCLE is asker, asked, ..., asker; REQUEST_ID its last hop, if known."""
+    def __init__(self, cycle: list[str], request_id: str | None,
+                 asker_waits: bool = True) -> None:
+        """CYCLE is asker, asked, ..., asker; REQUEST_ID its last hop, if known.
+        ASKER_WAITS false: the asker does not block, but the asked agent waits
+        on it and takes nothing but replies meanwhile."""
         self.cycle = cycle
         self.request_id = request_id
         asker, asked, *_ = cycle
         waits = "".join(f", which waits on {name}" for name in cycle[2:])
         chain = " → ".join(cycle)
         request = f"request {request_id}" if request_id else "request"
-        super().__init__(f"refused: {asker} would wait on {asked}{waits} ({chain});"
-                         f" answer {cycle[-2]}'s {request} instead")
+        if asker_waits:
+            text = (f"refused: {asker} would wait on {asked}{waits} ({chain});"
+                    f" answer {cycle[-2]}'s {request} instead")
+        else:
+            text = (f"refused: {asked} waits on you ({chain}) and takes nothing but"
+                    f" replies until then; reply to {cycle[-2]}'s {request} first,"
+                    f" then ask")
+        super().__init__(text)
 
 
 class HelperNotReady(LispmError):
@@ -76,15 +85,19 @@ class Messenger:
         wake: Callable[[str], None],
         kind_of: Callable[[str], str | None] = lambda _name: None,
         start_helper: StartHelper | None = None,
+        since: Callable[[str], float | None] = lambda _name: 0.0,
     ) -> None:
         """KIND_OF(name) is the kind of the live agent NAME, None if unknown;
         it says (`asks_block`) whose requests can close a cycle.
-        START_HELPER serves an ask of a role; without it, one is refused."""
+        START_HELPER serves an ask of a role; without it, one is refused.
+        SINCE(name) is when the live agent NAME's conversation began (None:
+        no such agent): a name is not an identity."""
         self._ledger = ledger
         self._live_agents = live_agents
         self._wake = wake
         self._kind_of = kind_of
         self._start_helper = start_helper
+        self._since = since
         self._graph: asyncio.Future[WaitForGraph] | None = None
         self._provisional = 0
 
@@ -156,7 +169,7 @@ class Messenger:
         # Asking itself is the ledger's `SelfRequest`, not a cycle.
         if sender != to and (cycle := graph.cycle_if(sender, to)) is not None:
             known = [rid for rid in graph.waiting(cycle[-2], sender) if rid.startswith("R")]
-            raise DeadlockRefused(cycle, known[0] if known else None)
+            raise DeadlockRefused(cycle, known[0] if known else None, self.blocks(sender))
         # The edge holds from the check on, so a concurrent ask sees it.
         self._provisional += 1
         held = f"pending-{self._provisional}"
@@ -222,7 +235,7 @@ class Messenger:
                                 "waits on: only a plain message can be withdrawn")
         withdrawn = await self._ledger.withdraw(message_id, "withdrawn by the user")
         self._queued([withdrawn])
-        if withdrawn.sender != LISPM:
+        if self.sent_by_live(withdrawn.sender, withdrawn.created_at):
             self._queued([await self._ledger.notify(
                 withdrawn.sender,
                 f"The user withdrew your message to {withdrawn.recipient} before delivery.")])
@@ -240,7 +253,8 @@ class Messenger:
         self._ended(graph, name, notices)
         failed = await self._ledger.fail_queued_for(name, f"{name} closed before delivery")
         for message in failed:
-            if message.kind == "message" and message.sender != LISPM:
+            if message.kind == "message" and self.sent_by_live(message.sender,
+                                                               message.created_at):
                 notices.append(await self._ledger.notify(
                     message.sender, f"{name} closed before your message was delivered."))
         self._queued(notices)
@@ -255,10 +269,22 @@ class Messenger:
         notices, failed = await self._ledger.end_leftovers(name, reason)
         self._ended(graph, name, [*notices, *failed])
         for message in failed:
-            if message.kind == "message" and message.sender != LISPM:
+            if message.kind == "message" and self.sent_by_live(message.sender,
+                                                               message.created_at):
                 notices.append(await self._ledger.notify(
                     message.sender, f"Your message to {name} was not delivered: {reason}."))
         self._queued(notices)
+
+    def sent_by_live(self, sender: str, at: float) -> bool:
+        """Return whether the live agent SENDER is the one that sent at time AT.
+
+        A notice about what an earlier agent of that name sent goes to
+        nobody (the ledger keeps why the message failed): the new agent
+        inherits nothing of its predecessor's."""
+        if sender == LISPM:
+            return False
+        since = self._since(sender)
+        return since is not None and since <= at
 
     @staticmethod
     def _ended(graph: WaitForGraph, name: str, messages: Iterable[Message]) -> None:

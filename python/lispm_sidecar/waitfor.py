@@ -6,9 +6,11 @@ that lives in Emacs, kind `lispm`; `asks_block`).  A terminal agent's ask
 returns at once and the answer comes as a later message, so it never waits
 on anyone: its edges do not count, and no cycle can pass through it.
 
-A new request from a blocking asker closes a cycle when the asked agent
-already waits, edge by counted edge, on the asker; `Messenger.ask` refuses
-it before anything is written.  Whether an asker blocks is asked when a
+A new request closes a cycle when the asked agent already waits, edge by
+counted edge, on the asker; `Messenger.ask` refuses it before anything is
+written.  The asker need not block: an agent that waits takes nothing but
+replies, so a terminal agent's question to it would wait, unseen, until
+that terminal agent answered; it is told to answer first.  Whether an asker blocks is asked when a
 cycle is looked for, not when its edge is added, so the graph rebuilt from
 the ledger after a restart (`from_requests`) is right as soon as the
 agents are known again.
@@ -108,10 +110,10 @@ class WaitForGraph:
         """Return the cycle a request from ASKER to ASKED would close, or None.
 
         The cycle is ASKER, ASKED, ..., ASKER: a shortest chain of counted
-        edges from ASKED back to ASKER, after the new edge.  A request from
-        an asker that does not block closes none."""
-        if not self._blocks(asker):
-            return None
+        edges from ASKED back to ASKER, after the new edge.  An asker that
+        does not block closes one too when ASKED waits on it: ASKED takes
+        nothing but replies until then, so the request would wait in
+        silence until ASKER answers."""
         if asker == asked:
             return [asker, asker]
         came_from: dict[str, str] = {asked: asked}

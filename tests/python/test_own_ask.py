@@ -445,11 +445,12 @@ async def test_requests_say_how_they_stand_and_a_resumed_agent_keeps_what_waits(
         tmp_path: Path) -> None:
     earlier_emacs = FakeEmacs()
     earlier = await open_sidecar(tmp_path / "run", earlier_emacs)
-    for instance, name in enumerate(("claude", "codex"), start=1):
+    for instance, name in enumerate(("claude", "codex", "hermes"), start=1):
         await earlier.call("lispm/agent-start", {"name": name, "kind": "claude",
                                                  "folder": "/tmp", "instance": instance})
     await earlier.call("lispm/agent-start", dict(EMACS, kind="lispm", folder="/tmp"))
-    for to in ("claude", "codex", "claude"):  # R1, R2, R3
+    # R3 to hermes: claude may then ask emacs, which waits on hermes only.
+    for to in ("claude", "codex", "hermes"):  # R1, R2, R3
         await earlier.call("lispm/ask-agent", dict(EMACS, to=to, text=f"for {to}?"))
     await call(earlier, "claude", "reply", request="R1", text="fine")  # taken at once
     await earlier_emacs.next_delivery()
@@ -464,7 +465,7 @@ async def test_requests_say_how_they_stand_and_a_resumed_agent_keeps_what_waits(
     await call(earlier, "claude", "ask_agent", to="emacs", request="still queued")  # R5
     # Emacs, dying, no longer takes the reply to R3: it stays queued.
     earlier_emacs.take = False
-    await call(earlier, "claude", "reply", request="R3", text="late")
+    await call(earlier, "hermes", "reply", request="R3", text="late")
     assert (await earlier_emacs.next_delivery())["request_id"] == "R3"
     for _ in range(100):
         if {e["text"]: e["state"] for e in await ledger(earlier)}["late"] == "queued":
@@ -483,7 +484,7 @@ async def test_requests_say_how_they_stand_and_a_resumed_agent_keeps_what_waits(
         # Resumed, nothing was forgotten: the reply to R3 (an answer) comes at once.
         late = await emacs.next_delivery()
         assert (late["kind"], late["request_id"], late["text"]) == \
-            ("reply", "R3", "[Reply from claude to request R3]\nlate")
+            ("reply", "R3", "[Reply from hermes to request R3]\nlate")
         answer = await sidecar.call("lispm/requests", dict(
             EMACS, ids=["R1", "R2", "R3", "R4", "R77", "bogus"]))
         assert answer["requests"] == [
@@ -491,7 +492,7 @@ async def test_requests_say_how_they_stand_and_a_resumed_agent_keeps_what_waits(
              "reply": "fine", "notice": None},
             {"request_id": "R2", "asker": "emacs", "asked": "codex", "state": "ended",
              "reply": None, "notice": "codex ended without replying to request R2."},
-            {"request_id": "R3", "asker": "emacs", "asked": "claude", "state": "answered",
+            {"request_id": "R3", "asker": "emacs", "asked": "hermes", "state": "answered",
              "reply": "late", "notice": None},
             # R4 was asked of emacs, not by it; R77 and bogus are no requests.
             *({"request_id": rid, "asker": None, "asked": None, "state": "unknown",

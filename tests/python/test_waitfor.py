@@ -58,9 +58,11 @@ def test_longer_chains_and_the_shortest_cycle_is_named() -> None:
     assert graph.cycle_if("c", "d") is None  # c waits on d already; d waits on no one
 
 
-def test_a_non_blocking_asker_closes_no_cycle_and_breaks_chains() -> None:
+def test_a_non_blocking_asker_breaks_chains_but_may_not_ask_who_waits_on_it() -> None:
     graph = graph_of({"a", "b"}, ("R1", "a", "t"), ("R2", "t", "b"), ("R3", "b", "a"))
-    assert graph.cycle_if("t", "a") is None  # t does not block: it cannot close a cycle
+    # t does not block, but a waits on t and takes only replies: t answers R1 first.
+    assert graph.cycle_if("t", "a") == ["t", "a", "t"]
+    assert graph.cycle_if("t", "b") == ["t", "b", "a", "t"]
     # a waits on t, but t's request to b does not make t wait: b may ask a.
     assert graph.cycle_if("a", "b") == ["a", "b", "a"]  # through R3 only
     graph.remove("R3")
@@ -165,12 +167,17 @@ async def test_a_three_cycle_through_a_third_agent_is_refused(room: Room) -> Non
                             f"answer emacs-2's request {last} instead")
 
 
-async def test_a_terminal_agent_asking_back_is_accepted(room: Room) -> None:
-    await room.ask("emacs", "claude")
-    await room.ask("claude", "emacs")  # claude does not wait on its request
-    await room.ask("emacs", "codex")
-    await room.ask("codex", "claude")
-    await room.ask("claude", "emacs")  # emacs → codex → claude → emacs: codex and claude go on
+async def test_a_terminal_agent_may_not_ask_back_who_waits_on_it(room: Room) -> None:
+    request = await room.ask("emacs", "claude")
+    # emacs takes nothing but replies while it waits: claude answers first.
+    refused = await room.refusal("claude", "emacs")
+    assert refused.cycle == ["claude", "emacs", "claude"]
+    assert refused.request_id == request
+    assert "reply to emacs's request " + request + " first" in str(refused)
+    await room.ask("codex", "claude")  # neither waits on the other
+    await room.ask("claude", "codex")
+    await room.messenger.reply("claude", request, "done")
+    await room.ask("claude", "emacs")  # emacs waits no more
 
 
 async def test_an_answered_request_frees_its_edge(room: Room) -> None:
@@ -219,9 +226,8 @@ async def test_asking_itself_is_still_the_ledgers_refusal(room: Room) -> None:
 
 def closes_cycle(open_requests: dict[str, tuple[str, str]], blocking: set[str],
                  asker: str, asked: str) -> bool:
-    """Brute force: after the new edge, can ASKER reach itself over edges of blockers?"""
-    if asker not in blocking:
-        return False
+    """Brute force: after the new edge, which counts whoever asks (an agent
+    that waits takes only replies), can ASKER reach itself over edges of blockers?"""
     edges = {(a, b) for a, b in open_requests.values() if a in blocking} | {(asker, asked)}
     reached = {asker}
     while True:
@@ -351,7 +357,7 @@ async def test_the_refusal_is_the_link_methods_error(tmp_path: Path) -> None:
                        "(emacs-2 → emacs → emacs-2); answer emacs's request R1 instead"}
         entries = (await sidecar.call("lispm/ledger", {"limit": 10}))["entries"]
         assert [(e["kind"], e["sender"]) for e in entries] == [("request", "emacs")]
-        # A terminal agent's ask back is accepted (over its MCP tool in real use).
+        # An ask of a terminal agent, which waits on no one, is accepted.
         assert (await sidecar.call("lispm/ask-agent", {"name": "emacs-2", "instance": 2,
                                               "to": "claude", "text": "hi?"}))["request_id"]
     finally:
