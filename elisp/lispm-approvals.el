@@ -788,9 +788,7 @@ recorded at most once."
       ('ask (lispm-approvals-request agent role kind target callback title))
       ('deny
        (lispm-approvals-refuse agent role kind target callback title
-                               (format "%s is denied to %s (role %s) by LispM's policy"
-                                       kind (lispm-actor-name agent)
-                                       (or role lispm-policy-default-role))))
+                               (lispm-approvals--denial agent role kind target)))
       (_
        (when (memq kind lispm-approvals-audit-automatic)
          (lispm-approvals--audit agent role kind
@@ -801,6 +799,21 @@ recorded at most once."
                                    "allowed by the policy")))
        (funcall callback (list :decision 'allow))
        nil))))
+
+(defun lispm-approvals--denial (agent role kind target)
+  "Return why the policy denies AGENT, in ROLE, KIND on TARGET, naming who denies.
+A helper may be denied by a caller up its chain: then that caller and
+its role are named, as well as the helper."
+  (pcase-let ((`(,denier . ,denier-role)
+               (or (lispm-policy-denier agent role kind target)
+                   (cons agent (or role lispm-policy-default-role)))))
+    (if (eq denier agent)
+        (format "%s is denied to %s (role %s) by LispM's policy"
+                kind (lispm-actor-name agent) (or role lispm-policy-default-role))
+      (format "%s is denied to %s (role %s), a helper of %s, by %s's policy (role %s)"
+              kind (lispm-actor-name agent) (or role lispm-policy-default-role)
+              (lispm-actor-name (lispm-actor-caller agent))
+              (lispm-actor-name denier) (or denier-role lispm-policy-default-role)))))
 
 (defun lispm-approvals--what (agent role kind target title)
   "Return the ledger's line for AGENT, in ROLE, doing KIND on TARGET, named TITLE."

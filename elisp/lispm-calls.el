@@ -160,20 +160,26 @@ call's outcome; CALLER is the caller's plist of `lispm-calls-caller'."
                                     (lispm-actor-effective-role actor)))))))
 
 (defun lispm-calls--tool-refusal (actor tool)
-  "Return why ACTOR may not use TOOL at all, a string, or nil if it may.
-An actor may use the tools of its role, and a helper only those its
-callers may use too (`lispm-roles-actor-tools')."
+  "Return why ACTOR may not use TOOL at all, or nil if it may.
+That is (REASON . ROLE): REASON a string, naming who refuses, and ROLE
+the refusing role.  An actor may use the tools of its role, and a
+helper only those its callers may use too (`lispm-roles-actor-tools'):
+the one who refuses is the last up the chain that may not use it."
   (let ((name (lispm-tool-name tool)))
     (cl-flet ((allowed-p (actor)
                 (let ((tools (lispm-roles-actor-tools actor)))
                   (or (eq tools 'all) (member name tools)))))
       (unless (allowed-p actor)
-        (let ((caller (lispm-actor-caller actor)))
-          (if (and caller (not (allowed-p caller)))
-              (format "%s is not among the tools its caller %s may use"
-                      name (lispm-actor-name caller))
-            (format "%s is not among the tools of role %s"
-                    name (lispm-actor-effective-role actor))))))))
+        (let ((denier actor))
+          (while (and (lispm-actor-caller denier) (not (allowed-p (lispm-actor-caller denier))))
+            (setq denier (lispm-actor-caller denier)))
+          (cons (if (eq denier actor)
+                    (format "%s is not among the tools of role %s"
+                            name (lispm-actor-effective-role actor))
+                  (format "%s is not among the tools of %s (role %s), whose helper %s is"
+                          name (lispm-actor-name denier) (lispm-actor-effective-role denier)
+                          (lispm-actor-name actor)))
+                (lispm-actor-effective-role denier)))))))
 
 (cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask on-decided within)
   "Call the tool TOOL-NAME with ARGS as ACTOR, under the policy of its role.
@@ -220,11 +226,19 @@ Return nil; never signal."
         (lispm-approvals-refuse
          actor role kind nil
          (lambda (_answer)
-           (funcall done (lispm-calls--failure (lispm-policy-denial kind 'policy refusal role))))
-         (lispm-calls--summary refused args) refusal)))
+           (funcall done (lispm-calls--failure
+                          (lispm-policy-denial kind 'policy (car refusal) (cdr refusal)))))
+         (lispm-calls--summary refused args) (car refusal))))
     (when tool
       (condition-case err
           (setq target (lispm-tool-target tool actor args))
+        (lispm-tool-outside-folder
+         ;; Refused before anyone is asked, and audited as every refusal is.
+         (lispm-approvals-refuse actor (lispm-actor-effective-role actor) (lispm-tool-kind tool)
+                                 nil #'ignore (lispm-calls--summary tool args)
+                                 (lispm-error-message err))
+         (setq tool nil)
+         (funcall done (lispm-calls--failure err)))
         (error (setq tool nil)
                (funcall done (lispm-calls--failure err)))))
     (when tool

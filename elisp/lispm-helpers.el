@@ -71,7 +71,11 @@
 (declare-function lispm-own-agent-pending "lispm-own-agent" (agent))
 (declare-function lispm-own-agent-turns "lispm-own-agent" (agent))
 (declare-function lispm-model-default "lispm-model" ())
-(declare-function lispm-session-create "lispm-session" (folder &optional model-name agent-name))
+(declare-function lispm-session-create "lispm-session"
+                  (folder &optional model-name agent-name role callers))
+(declare-function lispm-own-agent-turn "lispm-own-agent" (agent))
+(declare-function lispm-turn-live-p "lispm-turn" (turn))
+(declare-function lispm-turn-cancel "lispm-turn" (turn))
 (declare-function lispm-session-insert-note "lispm-session" (buffer text))
 (declare-function lispm-session-save "lispm-session" (buffer message))
 (declare-function lispm-agent-release-session "lispm-own-agent" (buffer))
@@ -104,8 +108,12 @@ with the sidecar, and its session notes who asked.  Signal
     (let* ((model (if (lispm-helpers--own-agent-p caller)
                       (lispm-own-agent-model caller)
                     (lispm-model-default)))
+           (callers (cl-loop for actor = caller then (lispm-actor-caller actor)
+                             while actor collect (lispm-actor-name actor)))
            (agent (lispm-agent-make
-                   folder model (lambda (name) (lispm-session-create folder model name))
+                   folder model (lambda (name)
+                                  (lispm-session-create folder model name (symbol-name role)
+                                                        callers))
                    role (symbol-name role))))
       (setf (lispm-actor-caller agent) caller)
       (lispm-session-insert-note
@@ -200,6 +208,29 @@ AGENT meanwhile keeps it."
     (run-at-time 0 nil #'lispm-helpers--retire-if-done agent)))
 
 (add-hook 'lispm-agent-turn-end-functions #'lispm-helpers--turn-ended)
+
+(cl-defmethod lispm-actor-left :after ((caller lispm-actor))
+  "Retire the helpers CALLER asked for, and theirs: none outlives its caller."
+  (dolist (helper (lispm-agents))
+    (when (and (eq (lispm-actor-caller helper) caller)
+               (lispm-helpers--own-agent-p helper))
+      (lispm-helpers--retire-orphan helper caller))))
+
+(defun lispm-helpers--retire-orphan (helper caller)
+  "Retire HELPER at once, as CALLER, its caller, left.
+Its approvals still awaited are withdrawn (the approvals buffer and its
+session say so, and nothing of them runs), its turn stops, and its
+session says why.  Retiring it ends its registration with the sidecar,
+and with it the requests it asked and those asked of it."
+  (let ((why (format "its caller %s closed" (lispm-actor-name caller))))
+    (dolist (approval (lispm-approvals-for-agent helper))
+      (lispm-approvals-withdraw approval why))
+    (when-let* ((turn (lispm-own-agent-turn helper))
+                ((lispm-turn-live-p turn)))
+      (lispm-turn-cancel turn))
+    (lispm-session-insert-note (lispm-own-agent-buffer helper)
+                               (format "%s retired: %s." (lispm-actor-name helper) why))
+    (lispm-helper-retire helper)))
 
 ;;; Approvals in the caller's session
 

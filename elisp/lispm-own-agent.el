@@ -413,7 +413,10 @@ Interactively, choose among the sessions, newest first.  The agent
 gets the name the session records, if no one has it: then it goes on
 with that agent of an earlier Emacs.  Its requests still open wait
 for their answers again, in the turn they were made in, and what was
-asked of it meanwhile is its input."
+asked of it meanwhile is its input.  It has the role the session
+records.  A helper's session (one that records callers) opens
+read-only, and no agent is made (return nil): its callers were agents
+of their time, and a helper never acts without its caller's bounds."
   (interactive
    (let* ((sessions (or (lispm-sessions-list) (user-error "No sessions yet")))
           (table (mapcar (lambda (session)
@@ -441,15 +444,27 @@ asked of it meanwhile is its input."
       (progn (when (called-interactively-p 'any) (pop-to-buffer open))
              (lispm-agent-of-session open))
     (let* ((buffer (lispm-session-open file))
+           (callers (buffer-local-value 'lispm-session-callers buffer))
+           (role (when-let* ((name (buffer-local-value 'lispm-session-role buffer)))
+                   (intern name)))
            (folder (buffer-local-value 'lispm-session-folder buffer))
            (model (buffer-local-value 'lispm-session-model buffer))
            (model (if (assoc model lispm-models) model (lispm-model-default)))
            (recorded (buffer-local-value 'lispm-session-agent buffer))
            (free (and recorded (not (lispm-agent-get recorded))))
-           (agent (lispm-agent-make (if (and folder (file-directory-p folder)) folder
-                                         default-directory)
-                                       model (lambda (_name) buffer)
-                                       nil (and free recorded) free)))
+           (folder (if (and folder (file-directory-p folder)) folder default-directory))
+           (agent (unless callers
+                    (when role (lispm-roles-check role folder))
+                    (lispm-agent-make folder model (lambda (_name) buffer)
+                                      role (and free recorded) free))))
+      (unless agent
+        (with-current-buffer buffer
+          (setq buffer-read-only t
+                header-line-format
+                (format "Read-only: the session of %s, a helper of %s, who are gone"
+                        (or recorded "a helper") (string-join callers ", "))))
+        (message "LispM: %s was a helper of %s: its session is open read-only"
+                 (or recorded "this agent") (string-join callers ", ")))
       (when (called-interactively-p 'any)
         (pop-to-buffer buffer))
       agent)))

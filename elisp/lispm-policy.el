@@ -299,6 +299,23 @@ session (`lispm-policy-grant'); `allow' and `deny' stay."
       'allow
     decision))
 
+(defun lispm-policy-denier (agent role kind target)
+  "Return who denies AGENT, in ROLE, KIND on TARGET: (ACTOR . ROLE), or nil.
+ACTOR is AGENT itself when its own role's rule denies, else the first
+caller up its chain whose decision (in its role) denies, or whose
+folder AGENT's is not within; nil if no one up the chain denies."
+  (let ((actor agent) (actor-role (or role lispm-policy-default-role)) (found nil))
+    (while (and actor (not found))
+      (let ((caller (lispm-actor-caller actor)))
+        (cond ((eq (lispm-policy-rule-decision actor actor-role kind target) 'deny)
+               (setq found (cons actor actor-role)))
+              ((and caller (not (lispm-policy-helper-folder-ok-p
+                                 caller (lispm-actor-folder actor))))
+               (setq found (cons caller (lispm-actor-role caller))))
+              (t (setq actor caller
+                       actor-role (and caller (lispm-actor-role caller)))))))
+    found))
+
 (defun lispm-policy-decide (agent role kind target)
   "Return `allow', `ask' or `deny' for AGENT, in ROLE, doing KIND on TARGET.
 KIND is one of `lispm-policy-kinds'.  TARGET is a plist describing the

@@ -161,8 +161,14 @@ rights, not run_lisp's), and keeps its indentation when it is edited.")
   "The name of the session's model, a string, or nil.")
 (defvar-local lispm-session-agent nil
   "The name of the agent whose session this is, or nil.")
+(defvar-local lispm-session-role nil
+  "The name of the role of the session's agent, a string, or nil (the default).")
+(defvar-local lispm-session-callers nil
+  "The names of the agent's callers, its caller first, when it was a helper.
+A list of strings; nil for an agent of the user's.")
 (dolist (variable '(lispm-session-id lispm-session-file lispm-session-folder
-                    lispm-session-model lispm-session-agent))
+                    lispm-session-model lispm-session-agent lispm-session-role
+                    lispm-session-callers))
   (put variable 'permanent-local t))
 
 (defvar-local lispm-session--end nil
@@ -259,14 +265,20 @@ Signal `invalid-read-syntax' or `end-of-file' if RAW is a broken string."
   "Return the time now, as the document writes it."
   (format-time-string "%FT%T%z"))
 
-(defun lispm-session--header (id folder model agent project)
-  "Return the header of session ID in FOLDER (PROJECT) with MODEL and AGENT."
+(defun lispm-session--header (id folder model agent project &optional role callers)
+  "Return the header of session ID in FOLDER (PROJECT) with MODEL and AGENT.
+ROLE is the agent's role's name, CALLERS its callers' names, if any."
   (concat (format "#+TITLE: LispM session: %s\n" project)
           (format "#+DATE: %s\n" (format-time-string "[%F %a %R]"))
           (format "#+LISPM_SESSION: %s\n" (lispm-session--encode-value id))
           (format "#+LISPM_FOLDER: %s\n" (lispm-session--encode-value folder))
           (if model (format "#+LISPM_MODEL: %s\n" (lispm-session--encode-value model)) "")
           (if agent (format "#+LISPM_AGENT: %s\n" (lispm-session--encode-value agent)) "")
+          (if role (format "#+LISPM_ROLE: %s\n" (lispm-session--encode-value role)) "")
+          (if callers
+              (format "#+LISPM_CALLERS: %s\n"
+                      (lispm-session--encode-value (string-join callers " ")))
+            "")
           "#+TODO: TODO | DONE CANCELLED\n"))
 
 ;;; Programs shown as Lisp
@@ -650,9 +662,11 @@ AGENT is the agent's name.  The buffer holds the document already."
       (lispm-session--input-line)))
   (goto-char (point-max)))
 
-(defun lispm-session-create (folder &optional model-name agent-name)
+(defun lispm-session-create (folder &optional model-name agent-name role callers)
   "Start a new session in FOLDER; return its buffer, in `lispm-session-mode'.
-MODEL-NAME is the model's name, a string; AGENT-NAME the agent's.  The
+MODEL-NAME is the model's name, a string; AGENT-NAME the agent's.
+ROLE is its role's name, a string, and CALLERS, a helper's, its
+callers' names, its caller first: the header records them.  The
 file, in `lispm-sessions-directory', is written when the first turn
 begins, and at each step of a turn after."
   (let* ((folder (file-name-as-directory (expand-file-name folder)))
@@ -668,8 +682,11 @@ begins, and at each step of a turn after."
     (let ((buffer (generate-new-buffer (format "*%s %s*" (or agent-name "LispM") project)))
           (file (expand-file-name (concat id ".org") directory)))
       (with-current-buffer buffer
-        (insert (lispm-session--header id folder model-name agent-name project) "\n")
+        (insert (lispm-session--header id folder model-name agent-name project role callers)
+                "\n")
         (lispm-session--setup file id folder model-name agent-name)
+        (setq lispm-session-role role
+              lispm-session-callers callers)
         (set-buffer-modified-p nil))
       buffer)))
 
@@ -781,6 +798,9 @@ not read back; the file is left as it is."
                                       (funcall value "LISPM_FOLDER")
                                       (funcall value "LISPM_MODEL")
                                       (funcall value "LISPM_AGENT"))
+                (setq lispm-session-role (funcall value "LISPM_ROLE")
+                      lispm-session-callers (split-string (or (funcall value "LISPM_CALLERS")
+                                                              "")))
                 (setq lispm-session--turns
                       (apply #'max 0 (delq nil (mapcar (lambda (item) (plist-get item :turn))
                                                        (cdr parsed)))))

@@ -851,25 +851,43 @@ class LedgerStore:
             for n, asker in sorted(asked_of):
                 text = f"{agent} ended without replying to request R{n} ({why})."
                 notices.append(self._insert(conn, "notice", LISPM, asker, text, n, now))
-            asked_by = conn.execute(
-                "UPDATE requests SET state = 'ended', closed_at = ?"
-                " WHERE asker = ? AND state = 'open' RETURNING n, asked",
-                (now, agent),
-            ).fetchall()
-            ended = [n for n, _asked in asked_by]
-            marks = ", ".join("?" * len(ended))
-            failed = [_message(row) for row in conn.execute(
-                f"UPDATE messages SET state = 'failed', reason = ?, failed_at = ?"
-                f" WHERE state = 'queued' AND (recipient = ?"
-                f" OR (kind = 'request' AND request_n IN ({marks})))"
-                f" RETURNING {_MESSAGE_COLUMNS}",
-                (why, now, agent, *ended),
-            ).fetchall()]
-            unseen = {message.request_id for message in failed if message.kind == "request"}
-            for n, asked in sorted(asked_by):
-                if f"R{n}" not in unseen:
-                    text = f"Request R{n} from {agent} needs no reply any more ({why})."
-                    notices.append(self._insert(conn, "notice", LISPM, asked, text, n, now))
+            more, failed = self._end_asked_by(conn, agent, why, now, everything=True)
+        return [*notices, *more], failed
+
+    def end_requests_by(self, agent: str, reason: str) -> tuple[list[Message], list[Message]]:
+        """End the open requests AGENT asked, for REASON: it left, and a reply
+        that came later would have no one to go to.  A request message still
+        queued fails; one already delivered gets its agent a notice that no
+        reply is needed.  Return (the notices queued, the messages failed)."""
+        agent = check_name(agent)
+        why = _reason(reason)
+        with self._write() as conn:
+            return self._end_asked_by(conn, agent, why, self._clock(), everything=False)
+
+    def _end_asked_by(self, conn: sqlite3.Connection, agent: str, why: str, now: float,
+                      everything: bool) -> tuple[list[Message], list[Message]]:
+        """End AGENT's open requests in CONN's transaction; with EVERYTHING,
+        every message still queued for AGENT fails too."""
+        asked_by = conn.execute(
+            "UPDATE requests SET state = 'ended', closed_at = ?"
+            " WHERE asker = ? AND state = 'open' RETURNING n, asked",
+            (now, agent),
+        ).fetchall()
+        ended = [n for n, _asked in asked_by]
+        marks = ", ".join("?" * len(ended))
+        failed = [_message(row) for row in conn.execute(
+            f"UPDATE messages SET state = 'failed', reason = ?, failed_at = ?"
+            f" WHERE state = 'queued' AND ((? AND recipient = ?)"
+            f" OR (kind = 'request' AND request_n IN ({marks})))"
+            f" RETURNING {_MESSAGE_COLUMNS}",
+            (why, now, everything, agent, *ended),
+        ).fetchall()]
+        unseen = {message.request_id for message in failed if message.kind == "request"}
+        notices: list[Message] = []
+        for n, asked in sorted(asked_by):
+            if f"R{n}" not in unseen:
+                text = f"Request R{n} from {agent} needs no reply any more ({why})."
+                notices.append(self._insert(conn, "notice", LISPM, asked, text, n, now))
         return notices, sorted(failed, key=lambda m: m.id)
 
     def _transition(
@@ -1191,6 +1209,11 @@ class Ledger:
                             ) -> tuple[list[Message], list[Message]]:
         """See `LedgerStore.end_leftovers`."""
         return await self.run(lambda s: s.end_leftovers(agent, reason))
+
+    async def end_requests_by(self, agent: str, reason: str,
+                              ) -> tuple[list[Message], list[Message]]:
+        """See `LedgerStore.end_requests_by`."""
+        return await self.run(lambda s: s.end_requests_by(agent, reason))
 
     async def mark_delivered(self, message_id: int) -> Message:
         """See `LedgerStore.mark_delivered`."""

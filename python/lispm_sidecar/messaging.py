@@ -242,22 +242,27 @@ class Messenger:
         return f"withdrew message {message_id} to {withdrawn.recipient}"
 
     async def agent_left(self, name: str) -> None:
-        """End what waits on NAME, which closed, and tell the senders.
+        """End what waits on NAME, which closed, and what it waited on; tell
+        whoever is still there.
 
-        Its open requests end, and each asker is told; messages still queued
-        for it fail (a later agent of the same name is another conversation),
-        and each sender of a plain message is told.
+        Its open requests end, each asker told; the requests it asked end
+        too (a reply that comes later has no one to go to), each asked agent
+        told it need not reply; messages still queued for it fail (a later
+        agent of the same name is another conversation), and each live
+        sender of a plain message is told.
         """
         graph = await self.wait_for()
         notices = await self._ledger.end_requests_to(name)
-        self._ended(graph, name, notices)
+        asked, withdrawn = await self._ledger.end_requests_by(name, f"{name} closed")
         failed = await self._ledger.fail_queued_for(name, f"{name} closed before delivery")
+        notices.extend(asked)
+        self._ended(graph, name, [*notices, *withdrawn, *failed])
         for message in failed:
             if message.kind == "message" and self.sent_by_live(message.sender,
                                                                message.created_at):
                 notices.append(await self._ledger.notify(
                     message.sender, f"{name} closed before your message was delivered."))
-        self._queued(notices)
+        self._queued(await self._to_the_living(notices))
 
     async def forget(self, name: str, reason: str) -> None:
         """End what an agent NAME of an earlier run left, for REASON: it will
@@ -274,6 +279,21 @@ class Messenger:
                 notices.append(await self._ledger.notify(
                     message.sender, f"Your message to {name} was not delivered: {reason}."))
         self._queued(notices)
+
+    async def _to_the_living(self, notices: list[Message]) -> list[Message]:
+        """Return NOTICES, those to agents that are gone failed instead.
+
+        A notice queued for a name no agent has now would reach the next
+        agent to take that name, which knows nothing of it.  (After a restart
+        `forget` keeps them: an agent of the earlier Emacs may yet be resumed.)"""
+        kept: list[Message] = []
+        for notice in notices:
+            if notice.recipient == LISPM or self._since(notice.recipient) is not None:
+                kept.append(notice)
+            else:
+                kept.append(await self._ledger.mark_failed(
+                    notice.id, f"{notice.recipient} is gone"))
+        return kept
 
     def sent_by_live(self, sender: str, at: float) -> bool:
         """Return whether the live agent SENDER is the one that sent at time AT.

@@ -288,7 +288,8 @@ Wait for it, 5 seconds at most."
              (tester (lispm-helpers-test--start "tester" strict))
              (outcome (lispm-helpers-test--call tester "run_shell" '(:command "touch x"))))
         (should (equal (plist-get outcome :error)
-                       "shell denied by the policy of role tester: run_shell is not among the tools its caller strict may use"))
+                       (concat "shell denied by the policy of role reviewer: run_shell is not "
+                               "among the tools of strict (role reviewer), whose helper tester is")))
         (should-not (file-exists-p (expand-file-name "x" folder)))
         (should (= (lispm-approvals-count) 0))))))
 
@@ -337,14 +338,15 @@ Wait for it, 5 seconds at most."
       (switch-to-buffer buffer)
       (lispm-agent-send helper "Review notes.el.")
       (should (lispm-helpers-test--until (lambda () (not (lispm-agent-live-p helper)))))
-      ;; Shown: it stays, no longer an agent's; reopening it makes one again.
+      ;; Shown: it stays, no longer an agent's; reopening it shows it
+      ;; read-only: a helper never acts without its caller.
       (should (buffer-live-p buffer))
       (should-not (lispm-agent-of-session buffer))
       (should-not (buffer-modified-p buffer))
       (should (string-search "Nothing more." (lispm-helpers-test--text buffer)))
-      (let ((again (lispm-agent-resume (buffer-local-value 'lispm-session-file buffer))))
-        (should (lispm-agent-live-p again))
-        (should (eq (lispm-own-agent-buffer again) buffer))))))
+      (should-not (lispm-agent-resume (buffer-local-value 'lispm-session-file buffer)))
+      (should (buffer-local-value 'buffer-read-only buffer))
+      (should-not (lispm-agent-of-session buffer)))))
 
 (ert-deftest lispm-helpers-test-the-users-helper-does-not-retire ()
   (lispm-helpers-test--with
@@ -425,6 +427,104 @@ Wait for it, 5 seconds at most."
           (should (string-search "tester-2 (role tester, helper of claude) asks for shell"
                                  (buffer-string))))
         (lispm-approvals-withdraw (car (lispm-approvals-pending)))))))
+
+;;; Helpers end with their caller (issue 23 §3)
+
+(ert-deftest lispm-helpers-test-a-helper-ends-with-its-caller ()
+  "Closing the caller retires its helpers down the chain; nothing approved runs."
+  (lispm-helpers-test--with
+    (let* ((emacs (lispm-helpers-test--own-agent folder))
+           (tester (lispm-helpers-test--start "tester" emacs))
+           (reviewer (lispm-helpers-test--start "reviewer" tester))
+           (marker (expand-file-name "ran" folder))
+           outcome)
+      (lispm-calls-invoke tester "run_shell" (list :command (format "touch %s" marker))
+                          (lambda (o) (setq outcome o)))
+      (should (= (lispm-approvals-count tester) 1))
+      (let ((approval (car (lispm-approvals-pending)))
+            (tester-buffer (lispm-own-agent-buffer tester)))
+        (with-current-buffer tester-buffer
+          (add-hook 'kill-buffer-query-functions #'ignore nil t))
+        (lispm-agent-close emacs)
+        ;; The helpers left with it, down the chain.
+        (should-not (lispm-agent-live-p tester))
+        (should-not (lispm-agent-live-p reviewer))
+        ;; Its approval was withdrawn, saying why; allowing it now does nothing.
+        (should (= (lispm-approvals-count) 0))
+        (should (lispm-helpers-test--until (lambda () outcome)))
+        (should-not (plist-get outcome :ok))
+        (should-error (lispm-approvals-allow approval))
+        (should-not (file-exists-p marker))
+        ;; The ledger's audit says so, naming the helper and its role.
+        (should (cl-some (lambda (entry)
+                           (and (equal (plist-get entry :decision) "withdrawn")
+                                (equal (plist-get entry :agent) "tester")
+                                (equal (plist-get entry :role) "tester")
+                                (string-search "its caller emacs closed"
+                                               (or (plist-get entry :reason) ""))))
+                         (lispm-helpers-test--sent 'lispm/audit)))))))
+
+(ert-deftest lispm-helpers-test-a-helpers-session-records-its-role-and-callers ()
+  "A helper's session names its role and callers; it reopens read-only, never wider."
+  (lispm-helpers-test--with
+    (let* ((emacs (lispm-helpers-test--own-agent folder))
+           (tester (lispm-helpers-test--start "tester" emacs))
+           (reviewer (lispm-helpers-test--start "reviewer" tester))
+           (file (buffer-local-value 'lispm-session-file (lispm-own-agent-buffer reviewer))))
+      (lispm-session-save (lispm-own-agent-buffer reviewer))
+      (let ((text (lispm-test-read-file file)))
+        (should (string-match-p "^#\\+LISPM_ROLE: reviewer$" text))
+        (should (string-match-p "^#\\+LISPM_CALLERS: tester emacs$" text)))
+      (lispm-agent-close emacs)
+      (should-not (lispm-agent-live-p reviewer))
+      (should-not (lispm-agent-resume file))
+      (let ((buffer (find-buffer-visiting file)))
+        (should (buffer-local-value 'buffer-read-only buffer))
+        (should-not (lispm-agent-of-session buffer))))))
+
+(ert-deftest lispm-helpers-test-the-users-helper-resumes-with-its-role ()
+  "A helper the user started (no caller) resumes with its role, not the default."
+  (lispm-helpers-test--with
+    (let* ((reviewer (lispm-helper-start "reviewer" folder))
+           (buffer (lispm-own-agent-buffer reviewer))
+           (file (buffer-local-value 'lispm-session-file buffer)))
+      (lispm-session-save buffer)
+      (lispm-agent-close reviewer)
+      (when (buffer-live-p buffer)
+        (with-current-buffer buffer (set-buffer-modified-p nil))
+        (kill-buffer buffer))
+      (let ((again (lispm-agent-resume file)))
+        (should again)
+        (should (eq (lispm-actor-role again) 'reviewer))))))
+
+(ert-deftest lispm-helpers-test-every-refusal-is-audited-naming-who-refused ()
+  "A path outside the folder and a caller's denial both reach the ledger's audit."
+  (lispm-helpers-test--with
+    (let* ((emacs (lispm-helpers-test--own-agent folder 'reviewer))
+           (tester (lispm-helpers-test--start "tester" emacs))
+           (audits (lambda () (lispm-helpers-test--sent 'lispm/audit))))
+      ;; Outside the folder: refused before anyone is asked, and audited.
+      (dolist (path '("/etc/passwd" "../outside.txt"))
+        (let ((outcome (lispm-helpers-test--call tester "read_file" (list :path path))))
+          (should-not (plist-get outcome :ok))
+          (should (eq (car (plist-get outcome :condition)) 'lispm-tool-outside-folder))))
+      (should (= 2 (cl-count-if (lambda (entry)
+                                  (and (equal (plist-get entry :decision) "deny")
+                                       (equal (plist-get entry :agent) "tester")
+                                       (string-search "outside the folder"
+                                                      (plist-get entry :reason))))
+                                (funcall audits))))
+      ;; Denied by its caller up the chain: the audit names that caller and role.
+      (let ((outcome (lispm-helpers-test--call tester "run_shell" '(:command "make check"))))
+        (should-not (plist-get outcome :ok))
+        (should (equal (plist-get outcome :error)
+                       (concat "shell denied by the policy of role reviewer: run_shell is "
+                               "not among the tools of emacs (role reviewer), whose helper "
+                               "tester is"))))
+      (let ((entry (car (funcall audits))))
+        (should (equal (plist-get entry :decision) "deny"))
+        (should (equal (plist-get entry :agent) "tester"))
+        (should (string-search "tools of emacs (role reviewer)" (plist-get entry :reason)))))))
 
 ;;; The agents and the roles
 

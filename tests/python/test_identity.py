@@ -97,3 +97,33 @@ async def test_an_ask_of_a_terminal_agent_that_asked_is_not_refused(store: Ledge
     await m.ask("claude", "emacs", "Review this?")
     _, request, _ = await m.ask("emacs", "claude", "Which file?")
     assert request.startswith("R")
+
+
+async def test_closing_an_agent_ends_the_requests_it_asked(store: Ledger) -> None:
+    """emacs asked claude, then closed: R1 ends in the ledger, with why; claude's
+    late reply is refused, not queued for an emacs that is no more."""
+    since = {"emacs": 0.0, "claude": 0.0}
+    m = messenger(store, since, {"emacs": "lispm", "claude": "claude"})
+    _, r1, _ = await m.ask("emacs", "claude", "What does notes.el do?")
+    del since["emacs"]
+    await m.agent_left("emacs")
+    request = await store.request(r1)
+    assert request.state == "ended"
+    # Not delivered yet: the request message fails, saying why.
+    [message] = [e for e in await store.entries(20)
+                 if e.kind == "request" and e.request_id == r1]
+    assert message.state == "failed" and message.reason == "emacs closed"
+    with pytest.raises(LispmError):
+        await m.reply("claude", r1, "late")
+    assert await store.queued_for("emacs") == []
+
+
+async def test_a_notice_to_an_agent_that_is_gone_goes_to_nobody(store: Ledger) -> None:
+    """claude closes with a request open from an emacs no longer here: the
+    notice fails, kept in the ledger, rather than wait for the next emacs."""
+    asked = await store.ask("emacs", "claude", "from an emacs that is gone")
+    await messenger(store, {"claude": 0.0}).agent_left("claude")
+    assert await store.queued_for("emacs") == []
+    [notice] = [e for e in await store.entries(20)
+                if e.kind == "notice" and e.request_id == asked.id]
+    assert notice.state == "failed" and notice.reason == "emacs is gone"
