@@ -214,7 +214,12 @@ AGENT meanwhile keeps it."
   (dolist (helper (lispm-agents))
     (when (and (eq (lispm-actor-caller helper) caller)
                (lispm-helpers--own-agent-p helper))
-      (lispm-helpers--retire-orphan helper caller))))
+      ;; One helper's trouble must not keep the others, or CALLER's leaving.
+      (condition-case err
+          (lispm-helpers--retire-orphan helper caller)
+        (error (lispm-agents-unregister helper)
+               (message "LispM: retiring %s: %s" (lispm-actor-name helper)
+                        (error-message-string err)))))))
 
 (defun lispm-helpers--retire-orphan (helper caller)
   "Retire HELPER at once, as CALLER, its caller, left.

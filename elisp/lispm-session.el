@@ -1636,7 +1636,7 @@ approval), whose commit comes at the turn's end.
 Return non-nil if the file was saved.  No hook runs and nothing is
 asked; if the file cannot be written, warn and leave the buffer as it
 is, unsaved."
-  (when (buffer-live-p buffer)
+  (when (and (buffer-live-p buffer) (buffer-local-value 'lispm-session-file buffer))
     (with-current-buffer buffer
       (save-restriction
         (widen)
