@@ -455,6 +455,8 @@ of their time, and a helper never acts without its caller's bounds."
            (folder (if (and folder (file-directory-p folder)) folder default-directory))
            (agent (unless callers
                     (when role (lispm-roles-check role folder))
+                    ;; A turn its Emacs ended during says so, before anything runs.
+                    (lispm-session-end-cut-turn buffer)
                     (lispm-agent-make folder model (lambda (_name) buffer)
                                       role (and free recorded) free))))
       (unless agent

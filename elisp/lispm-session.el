@@ -724,12 +724,22 @@ ended mid-write): its last %d characters, from line %d of %d, are lost; what was
 complete before them is here."
                   (- size (buffer-size)) (line-number-at-pos (point-max)) lines))))))
 
+(defun lispm-session-end-cut-turn (buffer)
+  "Mark the last turn in BUFFER ended, if the Emacs that ran it ended during it.
+Call it when the session is resumed, in an Emacs that runs no turn of
+it.  That turn has approvals still awaited, or calls with neither
+result nor request (a call waiting on a request goes on waiting): each
+approval becomes CANCELLED (the call never runs unless asked again),
+each such call gets the result that it did not run, a note says the
+turn was cut, and the file is saved.  Return non-nil if it was cut."
+  (with-current-buffer buffer
+    (when (lispm-session--end-cut-turn)
+      (lispm-session-save buffer)
+      t)))
+
 (defun lispm-session--end-cut-turn ()
-  "Mark the last turn of the current buffer ended, if Emacs ended during it.
-That turn has approvals still awaited, or calls with neither result nor
-request: each approval becomes CANCELLED (the call never runs unless
-asked again), and a note says the turn was cut.  Return non-nil if it
-was."
+  "Mark the last turn of the current buffer ended, if it was cut.
+See `lispm-session-end-cut-turn'.  Return non-nil if it was."
   (let* ((items (cdr (lispm-session--parse)))
          (turn (car (last items)))
          (calls (cl-loop for step in (plist-get turn :steps)
@@ -817,8 +827,7 @@ not read back; the file is left as it is."
                     (copy-file file (format "%s.damaged-%s" file
                                             (format-time-string "%Y%m%d-%H%M%S"))
                                t)
-                    (lispm-session-insert-note buffer cut))
-                  (when (or (lispm-session--end-cut-turn) cut)
+                    (lispm-session-insert-note buffer cut)
                     (lispm-session-save buffer)))
                 (setq done t)))
           (unless (or done open)

@@ -13,17 +13,6 @@
 (require 'lispm-tools)
 (require 'lispm-test-fixtures)
 
-(defmacro lispm-edit-test--in-folder (&rest body)
-  "Run BODY with `folder' a fresh temporary folder (a truename, with slash).
-Buffers visiting files there are killed afterwards."
-  (declare (indent 0) (debug t))
-  `(let ((folder (file-name-as-directory
-                  (file-truename (make-temp-file "lispm-edit-test" t))))
-         (make-backup-files nil))
-     (unwind-protect
-         (progn ,@body)
-       (lispm-test-remove-folder folder))))
-
 (defun lispm-edit-test--type (buffer position text)
   "Insert TEXT at POSITION in BUFFER as one user command does."
   (with-current-buffer buffer
@@ -49,7 +38,7 @@ Buffers visiting files there are killed afterwards."
 ;;; Reading
 
 (ert-deftest lispm-edit-test-file-text-is-what-emacs-sees ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let ((file (lispm-test-write-file folder "a.txt" "disk\n")))
       (should (equal (lispm-edit-file-text file) "disk\n"))
       (with-current-buffer (find-file-noselect file)
@@ -64,7 +53,7 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-each-agent-edit-is-one-undo-step ()
   "The user types between two agent edits; one undo takes back only the last."
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "u.el" "(a)\n(b)\n(c)\n"))
            (buffer (find-file-noselect file)))
       (with-current-buffer buffer (buffer-enable-undo))
@@ -93,7 +82,7 @@ Buffers visiting files there are killed afterwards."
         (should (equal (buffer-string) ";; one\n(a)\n(b)\n(c)\n"))))))
 
 (ert-deftest lispm-edit-test-a-failed-save-puts-the-text-back ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "s.txt" "one\n"))
            (buffer (find-file-noselect file)))
       (with-current-buffer buffer
@@ -108,7 +97,7 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-revert-keeps-the-users-edits-elsewhere ()
   "Two files edited and a third created; the user edits elsewhere; revert."
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((a (lispm-test-write-file folder "a.txt" "alpha\nbeta\ngamma\n"))
            (b (lispm-test-write-file folder "b.txt" "one\ntwo\nthree\n"))
            (c (expand-file-name "new/dir/c.txt" folder))
@@ -147,7 +136,7 @@ Buffers visiting files there are killed afterwards."
         (should (equal (buffer-string) "zero\none\ntwo\nthree\nfour\n"))))))
 
 (ert-deftest lispm-edit-test-a-conflict-changes-nothing ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((a (lispm-test-write-file folder "a.txt" "alpha\nbeta\ngamma\n"))
            (b (lispm-test-write-file folder "b.txt" "one\n"))
            (c (expand-file-name "c.txt" folder))
@@ -173,7 +162,7 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-revert-two-edits-of-the-same-text ()
   "A later edit that rewrites an earlier one's text reverts to the start."
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "t.txt" "aaa\nbbb\nccc\nddd\n"))
            (changes (list (lispm-edit-replace file "aaa\nBBB\nccc\nddd\n" :save t))))
       (lispm-edit-test--type (find-buffer-visiting file) 1 "top\n")
@@ -185,7 +174,7 @@ Buffers visiting files there are killed afterwards."
         (should (equal (buffer-string) "top\naaa\nbbb\nccc\nddd\n"))))))
 
 (ert-deftest lispm-edit-test-revert-after-the-buffer-is-killed ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "k.txt" "keep\nold\n"))
            (change (lispm-edit-replace file "keep\nnew\n" :save t)))
       (kill-buffer (find-buffer-visiting file))
@@ -204,7 +193,7 @@ Buffers visiting files there are killed afterwards."
 ;;; Shell and eval: snapshots
 
 (ert-deftest lispm-edit-test-snapshot-sees-what-a-call-did ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((kept (lispm-test-write-file folder "kept.txt" "same\n"))
            (changed (lispm-test-write-file folder "changed.txt" "before\n"))
            (gone (lispm-test-write-file folder "gone.txt" "bye\n"))
@@ -249,7 +238,7 @@ Buffers visiting files there are killed afterwards."
 (ert-deftest lispm-edit-test-a-snapshot-keeps-bytes-only-for-its-time ()
   ;; A big folder must not hold Emacs up: past the time limit, files are
   ;; only noted, and a change to one is a conflict, not half a revert.
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "f.txt" "one\n"))
            (lispm-edit-snapshot-time-limit 0)
            (snapshot (lispm-edit-snapshot folder)))
@@ -264,7 +253,7 @@ Buffers visiting files there are killed afterwards."
         (should (equal (lispm-test-read-file file) "two\n"))))))
 
 (ert-deftest lispm-edit-test-a-file-changed-on-disk-since-is-a-conflict ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "f.txt" "one\n"))
            (snapshot (lispm-edit-snapshot folder)))
       (with-temp-file file (insert "two\n"))
@@ -279,7 +268,7 @@ Buffers visiting files there are killed afterwards."
 
 (ert-deftest lispm-edit-test-eval-that-writes-a-file-can-be-reverted ()
   "A turn that changed a file only through `write-region' in eval_elisp."
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (lispm-test-with-agent (agent :folder folder)
       (let* ((file (lispm-test-write-file folder "e.txt" "original\n"))
              (result (lispm-tools-call
@@ -304,7 +293,7 @@ Buffers visiting files there are killed afterwards."
           (should-not (file-exists-p (expand-file-name "x.txt" folder))))))))
 
 (ert-deftest lispm-edit-test-shell-changes-can-be-reverted ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (lispm-test-with-agent (agent :folder folder)
       (let* ((file (lispm-test-write-file folder "s.txt" "sh\n"))
              (buffer (find-file-noselect file))
@@ -328,7 +317,7 @@ Buffers visiting files there are killed afterwards."
                                   :changes))))))
 
 (ert-deftest lispm-edit-test-edit-tools-report-their-changes ()
-  (lispm-edit-test--in-folder
+  (lispm-test-in-folder
     (lispm-test-with-agent (agent :folder folder)
       (let* ((file (lispm-test-write-file folder "d.txt" "one\ntwo\n"))
              (edit (lispm-tools-call "edit_file" agent '(:path "d.txt" :old "two" :new "2") 30))

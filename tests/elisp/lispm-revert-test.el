@@ -13,19 +13,9 @@
 (require 'lispm-edit)
 (require 'lispm-test-fixtures)
 
-(defmacro lispm-revert-test--in-folder (&rest body)
-  "Run BODY with `folder' a fresh temporary folder (a truename, with slash)."
-  (declare (indent 0) (debug t))
-  `(let ((folder (file-name-as-directory
-                  (file-truename (make-temp-file "lispm-revert-test" t))))
-         (make-backup-files nil))
-     (unwind-protect
-         (progn ,@body)
-       (lispm-test-remove-folder folder))))
-
 (ert-deftest lispm-revert-a-file-moved-away-is-a-conflict ()
   "`mv' of a file whose buffer is open: a conflict naming it; nothing changes."
-  (lispm-revert-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "a.txt" "one\ntwo\n"))
            (moved (expand-file-name "b.txt" folder))
            (changes (list (lispm-edit-replace file "one\nTWO by the agent\n" :save t))))
@@ -38,7 +28,7 @@
 
 (ert-deftest lispm-revert-a-file-deleted-is-a-conflict ()
   "`rm' of a file whose buffer is open: a conflict; the file is not made again."
-  (lispm-revert-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "a.txt" "one\ntwo\n"))
            (changes (list (lispm-edit-replace file "one\nTWO\n" :save t))))
       (delete-file file)
@@ -48,7 +38,7 @@
 
 (ert-deftest lispm-revert-turns-newest-first-always-revert ()
   "Turn 2 rewrites turn 1's text: revert 2, then 1, back to the start."
-  (lispm-revert-test--in-folder
+  (lispm-test-in-folder
     (pcase-dolist (`(,start ,one ,two)
                    '(("aaa\nbbb\nccc\n" "aaa\nBBB\nccc\n" "aaa\nXXX\nccc\n")
                      ("aaa\nbbb\nccc\n" "aaa\nBBB\nccc\n" "aaa\nBBB-more\nccc\n")
@@ -65,7 +55,7 @@
 
 (ert-deftest lispm-revert-three-turns-newest-first ()
   "Three turns over the same lines, reverted newest first."
-  (lispm-revert-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "t.txt" "x\n1\n2\n3\ny\n"))
            (turns (mapcar (lambda (text) (list (lispm-edit-replace file text :save t)))
                           '("x\nONE\n2\n3\ny\n" "x\nONE\nTWO\n3\ny\n" "x\nthree\ny\n"))))
@@ -75,7 +65,7 @@
 
 (ert-deftest lispm-revert-an-edit-the-user-undid-counts-as-reverted ()
   "The user undid one of a turn's two edits: the rest of the turn reverts."
-  (lispm-revert-test--in-folder
+  (lispm-test-in-folder
     (let* ((file (lispm-test-write-file folder "t.txt" "one\ntwo\nthree\nfour\n"))
            (first (lispm-edit-replace file "ONE\ntwo\nthree\nfour\n" :save t))
            (second (lispm-edit-replace file "ONE\ntwo\nthree\nFOUR\n" :save t))

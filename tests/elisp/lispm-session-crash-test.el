@@ -5,7 +5,8 @@
 ;; A session is saved at each step of a turn, whole (a new file renamed
 ;; over the old); a file cut short (by an older LispM writing in place)
 ;; opens up to its last complete part, with a note; a turn cut by
-;; Emacs's end reopens marked so, its awaited approvals ended.  The
+;; Emacs's end is marked so when the session is resumed
+;; (`lispm-session-end-cut-turn'), its awaited approvals ended.  The
 ;; SIGKILL of a real Emacs mid-turn is tests/python/test_crash_turn.py.
 
 ;;; Code:
@@ -109,7 +110,9 @@ Its buffer is killed."
       (with-current-buffer buffer (set-buffer-modified-p nil))
       (kill-buffer buffer)
       (let* ((buffer (lispm-session-open file))
+             (cut (lispm-session-end-cut-turn buffer))
              (text (with-current-buffer buffer (buffer-string))))
+        (should cut)
         (should (string-match-p "^\\* Turn 1: Change two files" text))
         (should (string-match-p "edited a\\.txt" text))
         (should (string-match-p "edited b\\.txt" text))
@@ -125,6 +128,7 @@ Its buffer is killed."
         ;; Saved so: a second opening finds nothing more to mark.
         (kill-buffer buffer)
         (with-current-buffer (lispm-session-open file)
+          (should-not (lispm-session-end-cut-turn (current-buffer)))
           (should (= 1 (how-many "Turn 1 was cut" (point-min) (point-max))))
           (should (= 1 (how-many "^\\*\\*\\*\\* CANCELLED" (point-min) (point-max)))))))))
 

@@ -167,6 +167,18 @@ place of `lispm-model-stream' with `cl-letf'."
     (run-at-time 0 nil (lambda () (dolist (event events) (funcall handler event)))))
   (format "S%d" (length lispm-test-model-requests)))
 
+(defmacro lispm-test-in-folder (&rest body)
+  "Run BODY with `folder' a fresh temporary folder (a truename, with slash).
+No backup files are made; buffers visiting files there are killed
+afterwards, and the folder removed (`lispm-test-remove-folder')."
+  (declare (indent 0) (debug t))
+  `(let ((folder (file-name-as-directory
+                  (file-truename (make-temp-file "lispm-test-folder" t))))
+         (make-backup-files nil))
+     (unwind-protect
+         (progn ,@body)
+       (lispm-test-remove-folder folder))))
+
 (defmacro lispm-test-with-played-sidecar (spec &rest body)
   "Run BODY with the sidecar and the model played, not run.
 SPEC is (REQUEST SENT): REQUEST is a function that answers as

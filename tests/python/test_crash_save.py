@@ -68,7 +68,8 @@ def _start(path: Path, *prefix: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _await_line(child: subprocess.Popen[bytes], marker: bytes) -> None:
+def await_line(child: subprocess.Popen[bytes], marker: bytes) -> None:
+    """Read CHILD's stderr until the line MARKER; fail if it ends first."""
     assert child.stderr is not None
     for line in child.stderr:
         if line.strip() == marker:
@@ -103,9 +104,9 @@ def test_sigkill_at_any_moment_of_the_save_leaves_old_or_new(
     path, old, new = big_file
     original = path.read_bytes()
     child = _start(path)
-    _await_line(child, b"lispm-saving")
+    await_line(child, b"lispm-saving")
     started = time.monotonic()
-    _await_line(child, b"lispm-saved")
+    await_line(child, b"lispm-saved")
     took = time.monotonic() - started
     child.wait(timeout=30)
     assert _check_whole(path, old, new) == "new"
@@ -113,7 +114,7 @@ def test_sigkill_at_any_moment_of_the_save_leaves_old_or_new(
     for fraction in (0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0):
         path.write_bytes(original)
         child = _start(path)
-        _await_line(child, b"lispm-saving")
+        await_line(child, b"lispm-saving")
         time.sleep(took * fraction)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import EMACS, ROOT
+from tests.python.test_crash_save import await_line
 
 #: The child: turn 1 whole; turn 2 edits two files, then waits for approval.
 CHILD = r"""
@@ -55,12 +56,14 @@ CHILD = r"""
     (funcall stop "approval-pending")))
 """
 
-#: The second Emacs: open the session, print what a reader sees.
+#: The second Emacs: reopen the session as a resume does, print what it shows.
 READER = r"""
 (progn
   (require 'lispm-session)
   (let* ((file (car (directory-files (getenv "LISPM_CRASH_SESSIONS") t "\\`[^.#].*\\.org\\'")))
          (buffer (lispm-session-open file)))
+    ;; What `lispm-agent-resume' does first.
+    (lispm-session-end-cut-turn buffer)
     (princ (with-current-buffer buffer (buffer-substring-no-properties (point-min) (point-max))))))
 """
 
@@ -75,14 +78,6 @@ def _env(tmp_path: Path, moment: str) -> dict[str, str]:
 
 def _emacs(program: str) -> list[str]:
     return [EMACS, "--batch", "-Q", "-L", str(ROOT / "elisp"), "--eval", program]
-
-
-def _await(child: subprocess.Popen[bytes], marker: bytes) -> None:
-    assert child.stderr is not None
-    for line in child.stderr:
-        if line.strip() == marker:
-            return
-    raise AssertionError(f"the child ended before {marker!r}: status {child.wait()}")
 
 
 def _descendants(pid: int) -> list[int]:
@@ -119,7 +114,7 @@ def test_a_turn_killed_with_an_approval_pending_reopens_with_its_record(
     env = _env(tmp_path, "approval")
     child = subprocess.Popen(_emacs(CHILD), env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
-    _await(child, b"lispm-at approval-pending")
+    await_line(child, b"lispm-at approval-pending")
     _wait_stopped(child.pid)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=10)
@@ -141,7 +136,7 @@ def test_each_commit_holds_its_turns_file_though_emacs_died(tmp_path: Path) -> N
     env = _env(tmp_path, "commit-2")
     child = subprocess.Popen(_emacs(CHILD), env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
-    _await(child, b"lispm-importer-ready")
+    await_line(child, b"lispm-importer-ready")
     # Let turn 1's commit through, then stop the importer (sh and git).
     sessions = tmp_path / "sessions"
     deadline = time.monotonic() + 20
@@ -155,7 +150,7 @@ def test_each_commit_holds_its_turns_file_though_emacs_died(tmp_path: Path) -> N
     assert git, "no git fast-import runs"
     for pid in git:
         os.kill(pid, signal.SIGSTOP)
-    _await(child, b"lispm-at commit-2-handed")
+    await_line(child, b"lispm-at commit-2-handed")
     _wait_stopped(child.pid)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=10)
