@@ -114,6 +114,10 @@ not be a project's folder: every turn is committed there."
   "[LispM: this call did not run; its turn ended first]"
   "The result of a call that has none in the document.")
 
+(defconst lispm-session-not-answered-reply
+  "[LispM: Emacs ended before this turn was answered]"
+  "The reply a turn gets that Emacs ended before the model answered it.")
+
 (defconst lispm-session--fold-lines 12
   "A result or program of more lines than this is shown folded.")
 
@@ -727,11 +731,12 @@ complete before them is here."
 (defun lispm-session-end-cut-turn (buffer)
   "Mark the last turn in BUFFER ended, if the Emacs that ran it ended during it.
 Call it when the session is resumed, in an Emacs that runs no turn of
-it.  That turn has approvals still awaited, or calls with neither
-result nor request (a call waiting on a request goes on waiting): each
-approval becomes CANCELLED (the call never runs unless asked again),
-each such call gets the result that it did not run, a note says the
-turn was cut, and the file is saved.  Return non-nil if it was cut."
+it.  That turn has no reply yet, or approvals still awaited, or calls
+with neither result nor request (a call waiting on a request goes on
+waiting): it gets the reply that it was not answered; each approval
+becomes CANCELLED (the call never runs unless asked again); each such
+call gets the result that it did not run; a note says the turn was
+cut; and the file is saved.  Return non-nil if it was cut."
   (with-current-buffer buffer
     (when (lispm-session--end-cut-turn)
       (lispm-session-save buffer)
@@ -748,8 +753,14 @@ See `lispm-session-end-cut-turn'.  Return non-nil if it was."
          (cut (cl-count-if (lambda (call) (not (or (plist-get call :result)
                                                   (plist-get call :request))))
                            calls))
+         (unanswered (null (plist-get turn :steps)))
          (ended 0))
     (when (and (plist-get turn :turn) (not (plist-get turn :archived)))
+      (when unanswered
+        ;; The model reads that it never answered, not two prompts in a row.
+        (let ((stream (lispm-session-begin-reply (current-buffer))))
+          (lispm-session-stream-text stream lispm-session-not-answered-reply)
+          (lispm-session-end-reply stream)))
       (save-excursion
         (goto-char (plist-get turn :start))
         (let ((case-fold-search nil) (inhibit-read-only t)
@@ -767,13 +778,16 @@ the call did not run."))
         (unless (or (plist-get call :result) (plist-get call :request))
           (lispm-session-insert-result (current-buffer) (plist-get call :id)
                                        lispm-session-not-run-result t)))
-      (when (or (> ended 0) (> cut 0))
+      (when (or unanswered (> ended 0) (> cut 0))
         (lispm-session-insert-note
          (current-buffer)
-         (format "Turn %d was cut: Emacs ended during it.  %d call%s ran (their results \
+         (if unanswered
+             (format "Turn %d was cut: Emacs ended before it was answered.  Nothing of it \
+runs again unless you ask." (plist-get turn :turn))
+           (format "Turn %d was cut: Emacs ended during it.  %d call%s ran (their results \
 are above); %d did not run%s.  Nothing of it runs again unless you ask."
-                 (plist-get turn :turn) ran (if (= ran 1) "" "s") cut
-                 (if (> ended 0) (format ", %d awaiting your approval" ended) "")))
+                   (plist-get turn :turn) ran (if (= ran 1) "" "s") cut
+                   (if (> ended 0) (format ", %d awaiting your approval" ended) ""))))
         t))))
 
 (defun lispm-session-open (file)

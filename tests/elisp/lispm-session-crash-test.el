@@ -132,6 +132,30 @@ Its buffer is killed."
           (should (= 1 (how-many "Turn 1 was cut" (point-min) (point-max))))
           (should (= 1 (how-many "^\\*\\*\\*\\* CANCELLED" (point-min) (point-max)))))))))
 
+(ert-deftest lispm-session-crash-a-turn-cut-before-its-answer ()
+  "Emacs died before the model answered: the history does not hold two prompts in a row."
+  (lispm-session-crash-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (file (buffer-local-value 'lispm-session-file buffer)))
+      (lispm-session-begin-turn buffer "Hello.")
+      (let ((stream (lispm-session-begin-reply buffer)))
+        (lispm-session-stream-text stream "Hi.")
+        (lispm-session-end-reply stream))
+      (lispm-session-end-turn buffer)
+      (lispm-session-begin-turn buffer "Work very slowly, please.")
+      (with-current-buffer buffer (set-buffer-modified-p nil))
+      (kill-buffer buffer)
+      (let ((buffer (lispm-session-open file)))
+        (should (lispm-session-end-cut-turn buffer))
+        (should (equal (mapcar (lambda (m) (plist-get m :role))
+                               (lispm-session-messages buffer))
+                       '("user" "assistant" "user" "assistant")))
+        (should (equal (plist-get (car (last (lispm-session-messages buffer))) :content)
+                       lispm-session-not-answered-reply))
+        (should (string-search "Turn 2 was cut: Emacs ended before it was answered"
+                               (with-current-buffer buffer (buffer-string))))
+        (should-not (lispm-session-end-cut-turn buffer))))))
+
 (ert-deftest lispm-session-crash-a-file-cut-anywhere-opens ()
   "A session file cut at any line, or mid-character, opens, with a note.
 The damaged bytes are kept beside it."
