@@ -136,6 +136,13 @@ called after the approval's own callback.")
 (defvar lispm-approvals--counter 0
   "The number of the last approval asked for.")
 
+(defconst lispm-approvals-withdrawn-shown 5
+  "How many of the approvals withdrawn lately the approvals buffer names.")
+
+(defvar lispm-approvals--withdrawn nil
+  "The approvals withdrawn lately, newest first: (APPROVAL . REASON).
+At most `lispm-approvals-withdrawn-shown' of them.")
+
 (defun lispm-approvals-pending ()
   "Return the pending approvals, oldest first."
   (copy-sequence lispm-approvals--pending))
@@ -516,6 +523,7 @@ each approval and part.  After a cut text, a button shows it whole."
                                       (length lispm-approvals--pending))
                               'face 'shadow))
           (mapc #'lispm-approvals--insert-section lispm-approvals--pending))
+        (lispm-approvals--insert-withdrawn)
         (cl-flet ((place (approval offset)
                     (let ((start (and approval (lispm-approvals--position-of approval))))
                       (cond
@@ -533,6 +541,20 @@ each approval and part.  After a cut text, a button shows it whole."
           (goto-char (place (car here) (cdr here)))
           (pcase-dolist (`(,window ,approval . ,offset) places)
             (set-window-point window (place approval offset))))))))
+
+(defun lispm-approvals--insert-withdrawn ()
+  "Insert a line for each approval withdrawn lately, which nothing answers now.
+Its agent left before anyone decided: the line says so, and why; it is
+no approval's section, so no key here allows it."
+  (when lispm-approvals--withdrawn
+    (insert "\n")
+    (pcase-dolist (`(,approval . ,reason) lispm-approvals--withdrawn)
+      (insert (propertize
+               (format "%s  withdrawn: %s's %s: %s (%s); nothing of it runs\n"
+                       (lispm-approval-id approval) (lispm-approvals-asker approval)
+                       (lispm-approval-kind approval)
+                       (lispm-approvals-summary approval) reason)
+               'face 'lispm-approvals-note)))))
 
 (defun lispm-approvals--shown ()
   "Return the approvals shown in the current buffer, in order."
@@ -646,6 +668,12 @@ DECISION is `allow', `allow-session', `deny' or `withdrawn'.  Return
 nil if APPROVAL no longer waits."
   (when (memq approval lispm-approvals--pending)
     (setq lispm-approvals--pending (delq approval lispm-approvals--pending))
+    (when (eq decision 'withdrawn)
+      (push (cons approval reason) lispm-approvals--withdrawn)
+      (setq lispm-approvals--withdrawn
+            (take lispm-approvals-withdrawn-shown lispm-approvals--withdrawn))
+      (message "LispM: approval %s of %s withdrawn: %s" (lispm-approval-id approval)
+               (lispm-actor-name (lispm-approval-agent approval)) reason))
     (let ((agent (lispm-approval-agent approval))
           (kind (lispm-approval-kind approval)))
       (when (eq decision 'allow-session)
@@ -787,8 +815,12 @@ recorded at most once."
     (pcase decision
       ('ask (lispm-approvals-request agent role kind target callback title))
       ('deny
-       (lispm-approvals-refuse agent role kind target callback title
-                               (lispm-approvals--denial agent role kind target)))
+       (pcase-let ((`(,denier . ,denier-role)
+                    (or (lispm-policy-denier agent role kind target)
+                        (cons agent (or role lispm-policy-default-role)))))
+         (lispm-approvals-refuse agent denier-role kind target callback title
+                                 (lispm-approvals--denial agent role kind denier denier-role)
+                                 (unless (eq denier agent) denier))))
       (_
        (when (memq kind lispm-approvals-audit-automatic)
          (lispm-approvals--audit agent role kind
@@ -800,20 +832,18 @@ recorded at most once."
        (funcall callback (list :decision 'allow))
        nil))))
 
-(defun lispm-approvals--denial (agent role kind target)
-  "Return why the policy denies AGENT, in ROLE, KIND on TARGET, naming who denies.
-A helper may be denied by a caller up its chain: then that caller and
-its role are named, as well as the helper."
-  (pcase-let ((`(,denier . ,denier-role)
-               (or (lispm-policy-denier agent role kind target)
-                   (cons agent (or role lispm-policy-default-role)))))
-    (if (eq denier agent)
-        (format "%s is denied to %s (role %s) by LispM's policy"
-                kind (lispm-actor-name agent) (or role lispm-policy-default-role))
-      (format "%s is denied to %s (role %s), a helper of %s, by %s's policy (role %s)"
-              kind (lispm-actor-name agent) (or role lispm-policy-default-role)
-              (lispm-actor-name (lispm-actor-caller agent))
-              (lispm-actor-name denier) (or denier-role lispm-policy-default-role)))))
+(defun lispm-approvals--denial (agent role kind denier denier-role)
+  "Return why the policy denies AGENT, in ROLE, KIND, naming who denies.
+DENIER is the actor whose policy denies, in DENIER-ROLE: AGENT itself,
+or, for a helper, a caller up its chain, then named as well as the
+helper."
+  (if (eq denier agent)
+      (format "%s is denied to %s (role %s) by LispM's policy"
+              kind (lispm-actor-name agent) (or role lispm-policy-default-role))
+    (format "%s is denied to %s (role %s), a helper of %s, by %s's policy (role %s)"
+            kind (lispm-actor-name agent) (or role lispm-policy-default-role)
+            (lispm-actor-name (lispm-actor-caller agent))
+            (lispm-actor-name denier) (or denier-role lispm-policy-default-role))))
 
 (defun lispm-approvals--what (agent role kind target title)
   "Return the ledger's line for AGENT, in ROLE, doing KIND on TARGET, named TITLE."
@@ -821,16 +851,22 @@ its role are named, as well as the helper."
    (lispm-approval--make :agent agent :role (or role lispm-policy-default-role)
                          :kind kind :target target :title title)))
 
-(defun lispm-approvals-refuse (agent role kind target callback title reason)
-  "Refuse AGENT, in ROLE, KIND on TARGET by the policy, without asking anyone.
-The refusal goes to the ledger, as every denial by the policy does,
-with TITLE, the action's name, and REASON, why; then CALLBACK is
-called, before this returns, with (:decision deny :by policy :reason
-REASON).  Return nil.  `lispm-approvals-authorize' refuses so what the
-policy denies; the call pipeline, a tool outside the actor's role."
+(defun lispm-approvals-refuse (agent role kind target callback title reason
+                                     &optional denier)
+  "Refuse AGENT KIND on TARGET by the policy of ROLE, without asking anyone.
+ROLE is the role that refuses: AGENT's own, or, when DENIER, a caller
+up AGENT's chain, refuses, DENIER's.  The refusal goes to the ledger,
+as every refusal does, under AGENT's name and ROLE, with TITLE, the
+action's name, and REASON, why (naming DENIER, if any); then CALLBACK
+is called, before this returns, with (:decision deny :by policy
+:reason REASON :role ROLE), and `:denier' DENIER if non-nil.  Return
+nil.  `lispm-approvals-authorize' refuses so what the policy denies;
+the call pipeline, a tool outside the actor's role, a path outside its
+folder, and what a tool or a program was refused."
   (lispm-approvals--audit agent role kind (lispm-approvals--what agent role kind target title)
                           'deny reason)
-  (funcall callback (list :decision 'deny :by 'policy :reason reason))
+  (funcall callback (append (list :decision 'deny :by 'policy :reason reason :role role)
+                            (and denier (list :denier denier))))
   nil)
 
 ;;; Commands

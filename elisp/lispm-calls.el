@@ -27,14 +27,19 @@
 ;;      helper, outside its callers' too: `lispm-roles-actor-tools') is
 ;;      refused by the policy, audited, and no one is asked;
 ;;   2. target: what it would touch must lie in the actor's folder
-;;      (`lispm-tool-outside-folder'), refused before anyone is asked;
-;;   3. decide, with the policy of the ACTOR's role: allow runs it, deny
-;;      refuses it, ask shows it in the approvals buffer and goes on when
-;;      the user answers (`lispm-approvals-authorize');
+;;      (`lispm-tool-outside-folder'), and be neither a file of keys nor
+;;      one of LispM's sessions, refused before anyone is asked;
+;;   3. decide, with the policy of the ACTOR's role, and of its callers
+;;      up a helper's chain: allow runs it, deny refuses it (naming the
+;;      caller and role that refuse), ask shows it in the approvals
+;;      buffer and goes on when the user answers
+;;      (`lispm-approvals-authorize');
 ;;   4. run (`lispm-tools-run');
-;;   5. audit, by one rule for every caller: denials and the user's
-;;      answers always, actions allowed at once if their kind is in
-;;      `lispm-approvals-audit-automatic'.
+;;   5. audit, by one rule for every caller: every refusal (steps 1-3,
+;;      and what a tool refused or a program LispM refused or ended at
+;;      a limit, `lispm-calls--refusals'), under the role that refused,
+;;      and the user's answers, always; actions allowed at once if their
+;;      kind is in `lispm-approvals-audit-automatic'.
 ;;
 ;; CALLBACK gets one outcome, exactly once: (:ok t :text TEXT :changes
 ;; CHANGES), or (:ok nil :error MESSAGE :condition ERR).  A refusal is
@@ -149,15 +154,19 @@ call's outcome; CALLER is the caller's plist of `lispm-calls-caller'."
   (pcase (plist-get answer :decision)
     ('allow (lispm-calls--run tool actor args callback caller))
     (decision
+     ;; A refusal from a caller up a helper's chain names that caller's
+     ;; role, and why; the policy of the actor's own role needs no more.
      (funcall callback
               (lispm-calls--failure
                (lispm-policy-denial (lispm-tool-kind tool)
                                     (cond ((eq decision 'withdrawn) 'withdrawn)
                                           ((plist-get answer :by))
                                           (t 'user))
-                                    (and (not (eq (plist-get answer :by) 'policy))
+                                    (and (or (not (eq (plist-get answer :by) 'policy))
+                                             (plist-get answer :denier))
                                          (plist-get answer :reason))
-                                    (lispm-actor-effective-role actor)))))))
+                                    (or (plist-get answer :role)
+                                        (lispm-actor-effective-role actor))))))))
 
 (defun lispm-calls--tool-refusal (actor tool)
   "Return why ACTOR may not use TOOL at all, or nil if it may.
@@ -180,6 +189,25 @@ the one who refuses is the last up the chain that may not use it."
                           name (lispm-actor-name denier) (lispm-actor-effective-role denier)
                           (lispm-actor-name actor)))
                 (lispm-actor-effective-role denier)))))))
+
+(defconst lispm-calls--refusals
+  '(lispm-policy-denied lispm-tool-outside-folder lispm-lisp-refused
+                        lispm-lisp-fuel-exhausted)
+  "The conditions of a call's failure that are refusals, each audited.")
+
+(defun lispm-calls--refusal-p (outcome)
+  "Return non-nil if OUTCOME is a failure that LispM refused.
+A denial, a path outside the folder, a run_lisp program LispM will
+not run, or ended at one of its limits (its fuel, memory, time, calls
+or approvals, `lispm-lisp-limit-exceeded' a kind of running out of
+fuel)."
+  (and (not (plist-get outcome :ok))
+       (let* ((condition (plist-get outcome :condition))
+              (symbol (cond ((consp condition) (car condition))
+                            ((stringp condition) (intern-soft condition))
+                            (t condition))))
+         (and symbol (symbolp symbol)
+              (cl-intersection (get symbol 'error-conditions) lispm-calls--refusals)))))
 
 (cl-defun lispm-calls-invoke (actor tool-name args callback &key on-ask on-decided within)
   "Call the tool TOOL-NAME with ARGS as ACTOR, under the policy of its role.
@@ -206,25 +234,36 @@ the call runs.  WITHIN, if non-nil, says what the call is part of (\"call
 3 of the run_lisp program ...\"), and the approval's title says it too.
 Return nil; never signal."
   (let* ((called nil)
+         (audited nil)
+         (known nil)
          (done (lambda (outcome)
                  (unless called
                    (setq called t)
+                   ;; Every refusal is audited, once: those no decision
+                   ;; step recorded too (a path outside the folder, a file
+                   ;; of keys, a program refused or past its limits).
+                   (when (and known (not audited) (lispm-calls--refusal-p outcome))
+                     (lispm-approvals-refuse actor (lispm-actor-effective-role actor)
+                                             (lispm-tool-kind known) nil #'ignore
+                                             (lispm-calls--summary known args)
+                                             (plist-get outcome :error)))
                    (funcall callback outcome))))
          (caller (list :on-ask on-ask :on-decided on-decided))
          (approval nil)
          tool target)
     (condition-case err
         (setq tool (lispm-calls--tool tool-name)
-              args (lispm-calls--args tool args))
+              args (lispm-calls--args tool args)
+              known tool)
       (error (setq tool nil)
              (funcall done (lispm-calls--failure err))))
     (when-let* ((refused tool)
                 (refusal (lispm-calls--tool-refusal actor refused)))
-      (setq tool nil)
-      (let ((role (lispm-actor-effective-role actor))
-            (kind (lispm-tool-kind refused)))
+      (setq tool nil audited t)
+      (let ((kind (lispm-tool-kind refused)))
+        ;; Audited under the role that refuses: a caller's, up the chain.
         (lispm-approvals-refuse
-         actor role kind nil
+         actor (cdr refusal) kind nil
          (lambda (_answer)
            (funcall done (lispm-calls--failure
                           (lispm-policy-denial kind 'policy (car refusal) (cdr refusal)))))
@@ -232,13 +271,6 @@ Return nil; never signal."
     (when tool
       (condition-case err
           (setq target (lispm-tool-target tool actor args))
-        (lispm-tool-outside-folder
-         ;; Refused before anyone is asked, and audited as every refusal is.
-         (lispm-approvals-refuse actor (lispm-actor-effective-role actor) (lispm-tool-kind tool)
-                                 nil #'ignore (lispm-calls--summary tool args)
-                                 (lispm-error-message err))
-         (setq tool nil)
-         (funcall done (lispm-calls--failure err)))
         (error (setq tool nil)
                (funcall done (lispm-calls--failure err)))))
     (when tool
@@ -248,6 +280,9 @@ Return nil; never signal."
              (lispm-approvals-authorize
               actor (lispm-actor-effective-role actor) (lispm-tool-kind tool) target
               (lambda (answer)
+                ;; Every answer but `allow' is in the ledger already.
+                (unless (eq (plist-get answer :decision) 'allow)
+                  (setq audited t))
                 (when (and approval on-decided)
                   (lispm-calls--tell on-decided approval approval answer))
                 (lispm-calls--decided tool actor args done answer caller))

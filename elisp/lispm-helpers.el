@@ -33,7 +33,11 @@
 ;; waits for it: it leaves the registry (so its registration with the
 ;; sidecar ends, and a request it did not answer ends, its asker told),
 ;; its session stays saved, and its buffer is killed unless a window
-;; shows it.
+;; shows it.  It never outlives its caller: when the caller leaves
+;; (closed, retired, its buffer killed), its helpers retire at once,
+;; down the chain, their awaited approvals withdrawn and their turns
+;; ended.  A helper's session records its role and callers, and
+;; reopens read-only (`lispm-agent-resume').
 ;;
 ;; A helper's approvals show who asks, "reviewer (role reviewer, helper
 ;; of claude)", in `*LispM approvals*'; when the caller is an own agent,
@@ -73,9 +77,6 @@
 (declare-function lispm-model-default "lispm-model" ())
 (declare-function lispm-session-create "lispm-session"
                   (folder &optional model-name agent-name role callers))
-(declare-function lispm-own-agent-turn "lispm-own-agent" (agent))
-(declare-function lispm-turn-live-p "lispm-turn" (turn))
-(declare-function lispm-turn-cancel "lispm-turn" (turn))
 (declare-function lispm-session-insert-note "lispm-session" (buffer text))
 (declare-function lispm-session-save "lispm-session" (buffer message))
 (declare-function lispm-agent-release-session "lispm-own-agent" (buffer))
@@ -224,15 +225,13 @@ AGENT meanwhile keeps it."
 (defun lispm-helpers--retire-orphan (helper caller)
   "Retire HELPER at once, as CALLER, its caller, left.
 Its approvals still awaited are withdrawn (the approvals buffer and its
-session say so, and nothing of them runs), its turn stops, and its
-session says why.  Retiring it ends its registration with the sidecar,
-and with it the requests it asked and those asked of it."
+session say so, and nothing of them runs), and its session says why.
+Retiring it ends its turn (`lispm-actor-left'), and its registration
+with the sidecar, and with it the requests it asked and those asked of
+it."
   (let ((why (format "its caller %s closed" (lispm-actor-name caller))))
     (dolist (approval (lispm-approvals-for-agent helper))
       (lispm-approvals-withdraw approval why))
-    (when-let* ((turn (lispm-own-agent-turn helper))
-                ((lispm-turn-live-p turn)))
-      (lispm-turn-cancel turn))
     (lispm-session-insert-note (lispm-own-agent-buffer helper)
                                (format "%s retired: %s." (lispm-actor-name helper) why))
     (lispm-helper-retire helper)))

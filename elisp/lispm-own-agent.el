@@ -225,9 +225,13 @@ AGENT's activity is the turn's from then on."
                     (lispm-session-messages buffer) (lispm-agent--turn-keys agent))))))
 
 (defun lispm-agent-send (agent text)
-  "Give AGENT TEXT, to start a turn now or when the turn under way ends."
+  "Give AGENT TEXT, to start a turn now or when the turn under way ends.
+An agent that has left takes nothing: signal a `user-error'."
   (when (string-empty-p (string-trim text))
     (user-error "Nothing to send"))
+  (unless (lispm-agent-live-p agent)
+    (user-error "%s has closed; `lispm-agent-resume' reopens its session"
+                (lispm-actor-name agent)))
   (if (lispm-agent-busy-p agent)
       (progn (setf (lispm-own-agent-pending agent)
                    (append (lispm-own-agent-pending agent) (list text)))
@@ -371,11 +375,32 @@ or nil."
   "End the own agent of the buffer being killed, quietly."
   (when-let* ((agent lispm-agent--session-of))
     (when (lispm-own-agent-turn agent)
-      (lispm-turn-cancel (lispm-own-agent-turn agent)))
+      (lispm-turn-cancel (lispm-own-agent-turn agent))
+      ;; Its buffer goes: nothing of the turn is written any more.
+      (setf (lispm-own-agent-turn agent) nil))
     (lispm-run-lisp-abort-actor agent "its session was closed")
     (setf (lispm-actor-state agent) 'exited)
     ;; Leaving the registry also ends it in the sidecar (lispm-messages.el).
     (lispm-agents-unregister agent)))
+
+(cl-defmethod lispm-actor-left ((agent lispm-own-agent))
+  "End what AGENT was doing, now that it left the registry, however it left.
+Closed from the agent list (`lispm-agent-close'), retired, or its
+buffer killed: its approvals still awaited are withdrawn, its turn
+ends (nothing of it runs or asks the model any more), its program
+stops, what waited for its turn is dropped, and its session's buffer
+is no agent's any more (`lispm-agent-resume' reopens it).  Its helpers
+retire too (lispm-helpers.el)."
+  (let ((why (format "%s closed" (lispm-actor-name agent))))
+    (dolist (approval (lispm-approvals-for-agent agent))
+      (lispm-approvals-withdraw approval why))
+    (setf (lispm-own-agent-pending agent) nil)
+    (when-let* ((turn (lispm-own-agent-turn agent)))
+      (lispm-turn-end turn))
+    (lispm-run-lisp-abort-actor agent why)
+    (let ((buffer (lispm-own-agent-buffer agent)))
+      (when (and (buffer-live-p buffer) (eq (lispm-agent-of-session buffer) agent))
+        (lispm-agent-release-session buffer)))))
 
 (defun lispm-agent--read-folder-and-model ()
   "Read a folder and a model from the user."
@@ -415,8 +440,11 @@ with that agent of an earlier Emacs.  Its requests still open wait
 for their answers again, in the turn they were made in, and what was
 asked of it meanwhile is its input.  It has the role the session
 records.  A helper's session (one that records callers) opens
-read-only, and no agent is made (return nil): its callers were agents
-of their time, and a helper never acts without its caller's bounds."
+read-only, and no agent is made (return nil), even if an agent of its
+caller's name is live: a name is not an identity, the request it was
+made for is over, and a helper never acts without its caller's bounds.
+The session's header is trusted: the file is the user's, and LispM's
+tools never read or change a file in `lispm-sessions-directory'."
   (interactive
    (let* ((sessions (or (lispm-sessions-list) (user-error "No sessions yet")))
           (table (mapcar (lambda (session)
@@ -463,8 +491,12 @@ of their time, and a helper never acts without its caller's bounds."
         (with-current-buffer buffer
           (setq buffer-read-only t
                 header-line-format
-                (format "Read-only: the session of %s, a helper of %s, who are gone"
-                        (or recorded "a helper") (string-join callers ", "))))
+                (string-replace
+                 "%" "%%"
+                 (format "Read-only: %s was a helper (role %s) of %s; a helper's \
+session is not resumed: it never acts outside its caller's bounds"
+                         (or recorded "this agent") (or role lispm-policy-default-role)
+                         (string-join callers ", then ")))))
         (message "LispM: %s was a helper of %s: its session is open read-only"
                  (or recorded "this agent") (string-join callers ", ")))
       (when (called-interactively-p 'any)
@@ -547,14 +579,18 @@ the turn wrote, list the conflicts and change nothing."
      (list agent (or (lispm-agent--turn-at-point)
                      (car (car (lispm-own-agent-turns agent)))
                      (user-error "No turn to revert")))))
-  (let ((turn (cdr (assq number (lispm-own-agent-turns agent)))))
-    (unless turn
-      (user-error "Turn %s ran in an earlier Emacs; its changes are not known here"
+  (let* ((turn (cdr (assq number (lispm-own-agent-turns agent))))
+         ;; A turn of an earlier Emacs: what the session recorded of it.
+         (recorded (unless turn
+                     (lispm-session-turn-changes (lispm-own-agent-buffer agent) number))))
+    (unless (or turn recorded)
+      (user-error "Turn %s ran in an earlier Emacs, and its session records no change of it"
                   number))
-    (when (lispm-turn-live-p turn)
+    (when (and turn (lispm-turn-live-p turn))
       (user-error "Turn %s is still under way" number))
     (condition-case err
-        (let ((files (lispm-turn-revert turn)))
+        (let ((files (if turn (lispm-turn-revert turn)
+                       (lispm-turn-revert-recorded recorded))))
           (lispm-session-insert-note (lispm-own-agent-buffer agent)
                                      (format "Turn %d reverted: %d file%s restored"
                                              number files (if (= files 1) "" "s")))

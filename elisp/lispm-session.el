@@ -41,6 +41,8 @@
 ;;   **** TODO Approve ...                 an approval asked for it
 ;;   **** Result                           its result, in an example
 ;;   #+begin_example ... #+end_example     block (long ones folded)
+;;   **** Changes                          what it changed in files: a
+;;   #+begin_src diff ... #+end_src        hunk a change (see below)
 ;;   * Summary of turns 1-N                compaction's summary
 ;;   * Your message                        the input area: the draft
 ;;   WHAT THE USER TYPES                   is everything below it
@@ -65,6 +67,15 @@
 ;; byte for byte, as the one before: prompt caches hold.  Org neither
 ;; evaluates the block (`:eval no') nor re-indents it when edited
 ;; (`-i').  Any other arguments stay JSON.
+;;
+;; What a call changed in files is written with its result, as a
+;; unified diff of one hunk per change, the lines it wrote and no more
+;; (a deletion gets a line around it), file names relative to the
+;; session's folder: `--- /dev/null' for a file it made, `+++
+;; /dev/null' for one it deleted, `# LispM kept no copy: WHY' for a
+;; change too big (past `lispm-session-result-limit') or not text.  So
+;; the file is a record a turn can be reverted from after its Emacs
+;; died (`lispm-session-turn-changes'), and the user sees each change.
 ;;
 ;; Git runs in processes of each sessions directory, never waited
 ;; for: each turn's commit holds the file as it was when the turn
@@ -448,6 +459,61 @@ follows `#+begin_KIND' on the block's first line."
                (text (if (string-suffix-p "\n" text) (substring text 0 -1) text)))
           (if with-header (cons header text) text))))))
 
+(defun lispm-session--read-changes (text position)
+  "Return what TEXT, the diff of a call, records; POSITION is for errors.
+As `lispm-session-turn-changes' gives them, file names as written
+\(their a/ or b/ taken off)."
+  (let ((lines (split-string text "\n")) (changes nil) (file nil) (created nil)
+        (deleted nil)
+        (name (lambda (raw)
+                (let ((name (condition-case nil (lispm-session--decode-value raw)
+                              ((invalid-read-syntax end-of-file)
+                               (lispm-session--fail position "a broken file name in a diff")))))
+                  (unless (equal name "/dev/null")
+                    (if (string-match "\\`[ab]/" name) (substring name 2) name))))))
+    (while lines
+      (let ((line (pop lines)))
+        (cond
+         ((string-prefix-p "--- " line)
+          (let ((old (funcall name (substring line 4)))
+                (next (pop lines)))
+            (unless (and next (string-prefix-p "+++ " next))
+              (lispm-session--fail position "a diff's --- line without its +++ line"))
+            (let ((new (funcall name (substring next 4))))
+              (setq file (or new old) created (null old) deleted (null new)))))
+         ((not file)
+          (lispm-session--fail position "a diff line before its file's name: %s" line))
+         ((string-prefix-p "# LispM kept no copy: " line)
+          (push (list :file file :lost (substring line 22)) changes))
+         ((string-match "\\`@@ -\\([0-9]+\\),\\([0-9]+\\) \\+\\([0-9]+\\),\\([0-9]+\\) @@" line)
+          (let* ((numbers (mapcar (lambda (n) (string-to-number (match-string n line)))
+                                  '(1 2 3 4)))
+                 (want-old (nth 1 numbers)) (want-new (nth 3 numbers))
+                 (old nil) (new nil) (last nil))
+            (while (or (< (length old) want-old) (< (length new) want-new)
+                       (and lines (string-prefix-p "\\" (car lines))))
+              (let ((body (or (pop lines)
+                              (lispm-session--fail position "a hunk cut short"))))
+                (pcase (and (> (length body) 0) (aref body 0))
+                  (?- (push (concat (substring body 1) "\n") old) (setq last 'old))
+                  (?+ (push (concat (substring body 1) "\n") new) (setq last 'new))
+                  (?\\ (let ((lines (if (eq last 'old) old new)))
+                         (when lines (setcar lines (substring (car lines) 0 -1)))))
+                  (_ (lispm-session--fail position "a hunk line that is no - or +: %s"
+                                          body)))))
+            (push (list :file file
+                        :line (cond ((> want-new 0) (nth 2 numbers))
+                                    ((> want-old 0) (nth 0 numbers))
+                                    (t (1+ (nth 2 numbers))))
+                        :old (apply #'concat (nreverse old))
+                        :new (apply #'concat (nreverse new))
+                        :created created :deleted deleted)
+                  changes)))
+         ((string-empty-p line))
+         (t (lispm-session--fail position "a line of a diff LispM does not write: %s"
+                                 line)))))
+    (nreverse changes)))
+
 (defun lispm-session--tags (title)
   "Return the tags at the end of the heading text TITLE, a list of strings."
   (when (string-match "[ \t]+:\\(\\(?:[[:alnum:]_@#%]+:\\)+\\)[ \t]*\\'" title)
@@ -459,7 +525,9 @@ HEADER is an alist of the header's keywords (raw values); ITEMS the
 turns and summaries, in order: (:turn N :archived B :user TEXT
 :steps STEPS :start POS) with STEPS a list of (:text TEXT :calls
 CALLS), each call (:id I :name N :arguments JSON :result TEXT-OR-NIL
-:request ID-OR-NIL), the request an ask made;
+:request ID-OR-NIL :changes CHANGES), the request an ask made and the
+changes it recorded (see `lispm-session-turn-changes', file names as
+written);
 and (:summary TEXT :upto N :archived B :start POS).  Signal
 `lispm-session-unreadable' where the document does not read."
   (save-excursion
@@ -525,10 +593,15 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
             (4
              (unless call
                (lispm-session--fail start "a fourth-level heading outside a call"))
-             (unless (string-match-p "\\`\\(?:TODO\\|DONE\\|CANCELLED\\)\\(?:[ \t]\\|\\'\\)"
-                                     title)
-               (plist-put call :result
-                          (lispm-session--read-block body body-end "example"))))
+             (cond ((string-match-p "\\`\\(?:TODO\\|DONE\\|CANCELLED\\)\\(?:[ \t]\\|\\'\\)"
+                                    title))
+                   ((equal title "Changes")
+                    (plist-put call :changes
+                               (lispm-session--read-changes
+                                (lispm-session--read-block body body-end "src")
+                                body)))
+                   (t (plist-put call :result
+                                 (lispm-session--read-block body body-end "example")))))
             (_ (lispm-session--fail start "a heading deeper than LispM writes"))))
         (cons header (nreverse items))))))
 
@@ -600,6 +673,28 @@ its calls as `lispm-session--parse' gives them; or nil."
               :messages (butlast (lispm-session-messages buffer) (length calls))
               :calls calls)))))
 
+(defun lispm-session-turn-changes (buffer number)
+  "Return what the session in BUFFER recorded of turn NUMBER's file edits.
+They come oldest first.
+Each is (:file FILE :line L :old OLD :new NEW :created C :deleted D):
+in FILE, from line L, the whole lines OLD became NEW (for a file the
+call made, NEW is its whole text and OLD empty; for one it deleted,
+the reverse); or (:file FILE :lost WHY), a change the session kept no
+copy of.  FILE is absolute.  Return nil if the turn recorded none, or
+there is no such turn.  Signal `lispm-session-unreadable' if the
+document does not read back."
+  (with-current-buffer buffer
+    (let ((turn (cl-find number (cdr (lispm-session--parse))
+                         :key (lambda (item) (plist-get item :turn))))
+          (folder (or lispm-session-folder default-directory)))
+      (cl-loop for step in (plist-get turn :steps)
+               append (cl-loop for call in (plist-get step :calls)
+                               append (mapcar (lambda (change)
+                                                (plist-put (copy-sequence change) :file
+                                                           (expand-file-name
+                                                            (plist-get change :file) folder)))
+                                              (plist-get call :changes)))))))
+
 ;;; The buffer
 
 (define-derived-mode lispm-session-mode org-mode "LispM"
@@ -608,6 +703,10 @@ The transcript is the conversation, read back as the model's history;
 type below the last heading, \"Your message\"."
   (setq-local org-todo-keywords '((sequence "TODO" "|" "DONE" "CANCELLED")))
   (org-set-regexps-and-options)
+  ;; The document grows at each step of a turn; Org's element cache,
+  ;; kept up at every insertion, cost a step half a millisecond in a
+  ;; 300 KB session, and LispM reads the document itself.
+  (setq-local org-element-use-cache nil)
   (add-hook 'after-change-functions #'lispm-session--note-change nil t)
   (setq-local before-save-hook nil
               require-final-newline nil
@@ -699,19 +798,28 @@ begins, and at each step of a turn after."
 A document LispM saved always ends with its input heading; one without
 it was cut short (written in place by an older LispM, and Emacs died).
 Then drop its last, unfinished line, and each part (the heading and
-what it holds) where it does not read back, until it does.  Return a
-note saying what was cut, or nil if the document is whole.  Signal
-`lispm-session-unreadable' if a whole document does not read back, or
-nothing before the first heading does: then it is not a cut, and no
-part of it is dropped."
+what it holds) where it does not read back, until it does; a header
+cut before its `#+LISPM_SESSION:' line gets that line again, the
+session's id being its file's name.  Return a note saying what was
+cut (bytes, lines, from where), or nil if the document is whole.
+Signal `lispm-session-unreadable' if a whole document does not read
+back: then it is not a cut, and no part of it is dropped."
   (save-excursion
     (goto-char (point-min))
     (let ((case-fold-search nil))
       (unless (re-search-forward lispm-session--input-regexp nil t)
-        (let ((size (buffer-size)) (lines (count-lines (point-min) (point-max)))
-              (done nil) (tries 0))
+        (let* ((original (buffer-substring-no-properties (point-min) (point-max)))
+               (lines (count-lines (point-min) (point-max)))
+               (shift 0) (done nil) (tries 0))
           (goto-char (point-max))
           (unless (bolp) (delete-region (line-beginning-position) (point-max)))
+          (goto-char (point-min))
+          (unless (re-search-forward "^#\\+LISPM_SESSION:[ \t]*[^ \t\n]" nil t)
+            (goto-char (point-min))
+            (insert (format "#+LISPM_SESSION: %s\n"
+                            (lispm-session--encode-value
+                             (file-name-base (or lispm-session-file (buffer-name))))))
+            (setq shift (1- (point))))
           (while (not done)
             (condition-case err
                 (progn (lispm-session--parse) (setq done t))
@@ -723,10 +831,29 @@ part of it is dropped."
                        (not (re-search-backward lispm-session--heading-regexp nil t)))
                    (signal (car err) (cdr err))
                  (delete-region (point) (point-max))))))
-          (format "This session's file was cut short when it was last written (Emacs \
-ended mid-write): its last %d characters, from line %d of %d, are lost; what was \
-complete before them is here."
-                  (- size (buffer-size)) (line-number-at-pos (point-max)) lines))))))
+          (let* ((lost (substring original (- (buffer-size) shift)))
+                 (count (+ (cl-count ?\n lost)
+                           (if (or (string-empty-p lost) (string-suffix-p "\n" lost)) 0 1)))
+                 (first (car (split-string lost "\n"))))
+            (concat
+             (if (string-empty-p original)
+                 "This session's file was empty: Emacs ended while it was written (in \
+place, by an older LispM), and all of it is lost."
+               (format "This session's file was cut short when it was last written (Emacs \
+ended mid-write): what came after its line %d is lost%s."
+                       lines
+                       (if (string-empty-p lost) ""
+                         (format ", and its last %d bytes, %d line%s from line %d (%s), \
+an unfinished part, are left out; what was complete before them is here"
+                                 (length (encode-coding-string lost 'utf-8-unix t))
+                                 count (if (= count 1) "" "s")
+                                 (- (line-number-at-pos (point-max)) (if (> shift 0) 1 0))
+                                 (if (string-prefix-p "*" first)
+                                     (format "\"%s\" on" (lispm-session--one-line first 60))
+                                   "part of a line")))))
+             (if (> shift 0)
+                 "  Its header was cut: its folder, model or agent may be unknown."
+               ""))))))))
 
 (defun lispm-session-end-cut-turn (buffer)
   "Mark the last turn in BUFFER ended, if the Emacs that ran it ended during it.
@@ -838,10 +965,12 @@ not read back; the file is left as it is."
                   (set-buffer-modified-p nil)
                   (when cut
                     ;; The damaged file stays, beside the repaired one.
-                    (copy-file file (format "%s.damaged-%s" file
-                                            (format-time-string "%Y%m%d-%H%M%S"))
-                               t)
-                    (lispm-session-insert-note buffer cut)
+                    (let ((kept (format "%s.damaged-%s" file
+                                        (format-time-string "%Y%m%d-%H%M%S"))))
+                      (copy-file file kept t)
+                      (lispm-session-insert-note
+                       buffer (format "%s  The file as it was is kept as %s." cut
+                                      (file-name-nondirectory kept))))
                     (lispm-session-save buffer)))
                 (setq done t)))
           (unless (or done open)
@@ -1028,23 +1157,81 @@ Signal `lispm-session-error' if there is no such call."
         (match-beginning 0)
       end)))
 
-(defun lispm-session-insert-result (buffer call-id text &optional refused)
+(defun lispm-session--diff-name (file side)
+  "Return FILE's name in a diff's header: under SIDE (a or b) if in the folder."
+  (let ((folder (and lispm-session-folder
+                     (file-name-as-directory (expand-file-name lispm-session-folder)))))
+    (lispm-session--encode-value
+     (if (and folder (string-prefix-p folder file))
+         (concat side "/" (substring file (length folder)))
+       file))))
+
+(defun lispm-session--diff-lines (prefix text)
+  "Return TEXT's lines, each after PREFIX; and their count.
+A last line without its newline is followed by diff's note of it."
+  (if (string-empty-p text)
+      (cons "" 0)
+    (let* ((whole (string-suffix-p "\n" text))
+           (lines (split-string (if whole (substring text 0 -1) text) "\n")))
+      (cons (concat (mapconcat (lambda (line) (concat prefix line "\n")) lines "")
+                    (if whole "" "\\ No newline at end of file\n"))
+            (length lines)))))
+
+(defun lispm-session--diff (changes)
+  "Return the diff that records the edits of one call.
+They are CHANGES, as `lispm-session-turn-changes' gives them."
+  (mapconcat
+   (lambda (change)
+     (let* ((file (plist-get change :file))
+            (header (format "--- %s\n+++ %s\n"
+                            (if (plist-get change :created) "/dev/null"
+                              (lispm-session--diff-name file "a"))
+                            (if (plist-get change :deleted) "/dev/null"
+                              (lispm-session--diff-name file "b")))))
+       (if (plist-get change :lost)
+           (format "%s# LispM kept no copy: %s\n" header
+                   (lispm-session--one-line (plist-get change :lost) 200))
+         (let ((old (lispm-session--diff-lines "-" (plist-get change :old)))
+               (new (lispm-session--diff-lines "+" (plist-get change :new)))
+               (line (plist-get change :line)))
+           (format "%s@@ -%d,%d +%d,%d @@\n%s%s" header
+                   (if (> (cdr old) 0) line (1- line)) (cdr old)
+                   (if (> (cdr new) 0) line (1- line)) (cdr new)
+                   (car old) (car new))))))
+   changes ""))
+
+(defun lispm-session-insert-result (buffer call-id text &optional refused changes)
   "Add TEXT as the result of the call CALL-ID in BUFFER.
 REFUSED non-nil says the call was refused (TEXT says why).  A long
 result is folded.  TEXT is what the model gets too: cut it first with
-`lispm-session-cap-result'."
+`lispm-session-cap-result'.  CHANGES, what the call changed in files
+as `lispm-session-turn-changes' gives them, are written after it, as a
+diff (folded if long): the record a revert can use once this Emacs is
+gone."
   (when (buffer-live-p buffer)
     (with-current-buffer buffer
       (save-excursion
         (save-restriction
           (widen)
           (goto-char (lispm-session--call-end call-id))
-          (let ((inhibit-read-only t) (start (point)))
+          (let* ((inhibit-read-only t) (start (point))
+                 (diff (and changes (lispm-session--diff changes)))
+                 (between nil))
+            ;; All in, then folded: an insertion next to a fold costs.
             (insert (if refused "**** Refused\n" "**** Result\n")
                     (lispm-session--block "example" "" text))
+            (setq between (point))
+            (when diff
+              (insert "**** Changes\n"
+                      (lispm-session--block "src" " diff" (string-remove-suffix "\n" diff))))
+            ;; Each part folded as `org-fold-hide-entry' would, its
+            ;; bounds known: from its heading's end to its last line's.
+            (when (and diff (lispm-session--long-p diff))
+              (org-fold-region (save-excursion (goto-char between) (line-end-position))
+                               (1- (point)) t 'outline))
             (when (lispm-session--long-p text)
-              (goto-char start)
-              (org-fold-hide-entry)))))
+              (org-fold-region (save-excursion (goto-char start) (line-end-position))
+                               (1- between) t 'outline)))))
       (lispm-session-save buffer))))
 
 (defun lispm-session-record-request (buffer call-id request-id)
@@ -1197,7 +1384,6 @@ Leading empty lines and trailing blanks are left out."
   (branch nil :documentation "`yes' or `no': whether the branch has commits; nil: unknown.")
   (importer nil :documentation "The shell feeding `git fast-import', or nil.")
   (copies nil :documentation "The folder of the shell's copies; nil: not made yet.")
-  (fresh nil :documentation "Non-nil until the importer has had its first commit.")
   (output "" :documentation "What the importer said last, for errors.")
   (program nil :documentation "The git program checked.")
   (done 0 :documentation "The commits made.")
@@ -1247,18 +1433,24 @@ Leading empty lines and trailing blanks are left out."
 (defconst lispm-sessions--importer-script
 "trap '' PIPE
 feed() {
+  commit=
   while IFS= read -r line; do
     case $line in
+      '|'*) commit=$commit${line#|}'
+' ;;
       'lispm '*)
         n=${line#lispm }
         file=${n#* }
         n=${n%% *}
-        size=$(wc -c < \"$file\") || size=0
-        printf 'data %s\\n' $size
-        cat \"$file\" 2>/dev/null
+        if { size=$(wc -c < \"$file\"); } 2>/dev/null; then
+          printf '%sdata %s\\n' \"$commit\" $size
+          cat \"$file\"
+          printf '\\ncheckpoint\\nprogress lispm %s\\n' \"$n\"
+        else
+          printf 'progress lispm %s lost\\n' \"$n\"
+        fi
         rm -f \"$file\"
-        printf '\\ncheckpoint\\nprogress lispm %s\\n' \"$n\" ;;
-      *) printf '%s\\n' \"${line#|}\" ;;
+        commit= ;;
     esac
   done
 }
@@ -1266,13 +1458,16 @@ feed | \"$@\"
 "
   "The POSIX shell between Emacs and `git fast-import'.
 Its arguments: the git command it feeds.  It reads lines from Emacs:
-one that starts with `|' is a fast-import command (given without the
-`|'), and `lispm N FILE' is the file of commit N, a name of its own
-that no save changes (`lispm-sessions--pin'): git gets its bytes as
-the file's `data', with `checkpoint' and `progress lispm N' after (git
-says that line when N is made), and the name is removed.  Emacs's end
-\(a broken pipe) stops neither it nor git: what Emacs gave them is
-still committed.")
+one that starts with `|' is a fast-import command (kept, without the
+`|'), and `lispm N FILE' ends commit N: FILE is its file, a name of
+its own that no save changes (`lispm-sessions--pin').  Only then does
+git get the commit's commands kept, FILE's bytes as the file's `data',
+`checkpoint', and `progress lispm N' (git says that line when N is
+made); FILE is then removed.  So a commit Emacs did not give whole
+\(Emacs died mid-record) reaches git not at all, never one without its
+file.  If FILE cannot be read, git gets nothing of N, and Emacs gets
+`progress lispm N lost'.  Emacs's end (a broken pipe) stops neither
+it nor git: what Emacs gave them whole is still committed.")
 
 (defun lispm-sessions--git-command (queue args)
   "Return the command line of QUEUE's git, with ARGS."
@@ -1350,9 +1545,10 @@ after `lispm-session--git-timeout' seconds."
   "Take TEXT, what QUEUE's importer said: the commits made."
   (let ((output (concat (lispm-sessions--queue-output queue) text))
         (start 0))
-    (while (string-match "^progress lispm \\([0-9]+\\)\n" output start)
+    (while (string-match "^progress lispm \\([0-9]+\\)\\( lost\\)?\n" output start)
       (setq start (match-end 0))
-      (let ((serial (string-to-number (match-string 1 output))))
+      (let ((serial (string-to-number (match-string 1 output)))
+            (lost (match-beginning 2)))
         (while (and (lispm-sessions--queue-copying queue)
                     (<= (plist-get (car (lispm-sessions--queue-copying queue)) :serial)
                         serial))
@@ -1360,11 +1556,19 @@ after `lispm-session--git-timeout' seconds."
         (while (and (lispm-sessions--queue-sent queue)
                     (<= (car (lispm-sessions--queue-sent queue)) serial))
           (pop (lispm-sessions--queue-sent queue))
-          (when (zerop (% (cl-incf (lispm-sessions--queue-done queue))
-                          lispm-sessions--gc-every))
+          (cond
+           (lost
+            ;; Its file was gone (removed by hand, or as too old):
+            ;; no commit rather than one without it.
+            (cl-incf (lispm-sessions--queue-failed queue))
+            (lispm-sessions--warn "A session commit in %s was not made: its file was gone"
+                                  (lispm-sessions--queue-directory queue)))
+           ((zerop (% (cl-incf (lispm-sessions--queue-done queue))
+                      lispm-sessions--gc-every))
             ;; Each checkpoint leaves a pack: gather them now and then.
-            (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore)))
-        (setf (lispm-sessions--queue-branch queue) 'yes)))
+            (lispm-sessions--git queue '("gc" "--auto" "--quiet") #'ignore))))
+        (unless lost
+          (setf (lispm-sessions--queue-branch queue) 'yes))))
     ;; Keep what may be an error, and the start of a line to come.
     (setf (lispm-sessions--queue-output queue)
           (let ((rest (substring output start)))
@@ -1389,6 +1593,26 @@ after `lispm-session--git-timeout' seconds."
     (setf (lispm-sessions--queue-output queue) "")
     (lispm-sessions--next queue)))
 
+(defun lispm-sessions--sweep (directory copies)
+  "Remove what Emacsen that died left in DIRECTORY and COPIES, its pins' folder.
+A pinned file (`lispm-sessions--pin') a day old is no longer waited
+for by any importer, and a new file of a save that never took its
+name (`lispm-write-file-whole''s .lispm-save-) is an hour old only if
+its Emacs died.  Should an importer still want a pin removed, its
+commit is not made (`lispm-sessions--importer-script')."
+  (let ((day (time-subtract nil (* 24 3600)))
+        (hour (time-subtract nil 3600)))
+    (pcase-dolist (`(,name . ,attributes)
+                   (append (directory-files-and-attributes copies t "\\`[^.]" t)
+                           (directory-files-and-attributes
+                            directory t "\\`\\.lispm-\\(?:save\\|copy\\)-" t)))
+      (when (and (eq (file-attribute-type attributes) nil)
+                 (time-less-p (file-attribute-modification-time attributes)
+                              (if (string-prefix-p ".lispm-save-" (file-name-nondirectory name))
+                                  hour
+                                day)))
+        (ignore-errors (delete-file name))))))
+
 (defun lispm-sessions--copies (queue)
   "Return the folder of QUEUE's pinned files, made if need be.
 It is lispm/ in the repository's .git, beside the session files, so
@@ -1400,13 +1624,7 @@ that a hard link can be made; else a temporary folder of LispM's."
               (condition-case nil
                   (progn
                     (with-file-modes #o700 (make-directory folder t))
-                    ;; What an Emacs that died before its commits were
-                    ;; made left: a day old, it is no longer waited for.
-                    (let ((old (time-subtract nil (* 24 3600))))
-                      (pcase-dolist (`(,name . ,attributes)
-                                     (directory-files-and-attributes folder t "\\`[^.]" t))
-                        (when (time-less-p (file-attribute-modification-time attributes) old)
-                          (ignore-errors (delete-file name)))))
+                    (lispm-sessions--sweep (lispm-sessions--queue-directory queue) folder)
                     folder)
                 (file-error (file-name-as-directory (make-temp-file "lispm-sessions-" t))))))))
 
@@ -1434,7 +1652,6 @@ It is a shell running `lispm-sessions--importer-script', which feeds
                          (unless (process-live-p process)
                            (lispm-sessions--importer-ended queue process)))))
       (setf (lispm-sessions--queue-importer queue) importer
-            (lispm-sessions--queue-fresh queue) t
             (lispm-sessions--queue-output queue) "")
       importer))))
 
@@ -1453,8 +1670,10 @@ made one line."
             (format "|committer LispM <lispm@localhost> %s\n" time)
             (format "|data %d\n" (length message))
             "|" message "\n"
-            (if (and (lispm-sessions--queue-fresh queue)
-                     (eq (lispm-sessions--queue-branch queue) 'yes))
+            ;; The branch as git has it, each commit being checkpointed:
+            ;; the last commit made, whatever this importer was given
+            ;; and did not make.
+            (if (eq (lispm-sessions--queue-branch queue) 'yes)
                 (concat "|from " ref "^0\n")
               "")
             "|M 100644 inline " (encode-coding-string (plist-get job :path) 'utf-8-unix t) "\n"
@@ -1486,8 +1705,7 @@ made one line."
           (condition-case nil
               (process-send-string importer (lispm-sessions--record queue job))
             ;; Gone meanwhile: its sentinel fails what it did not commit.
-            (error nil))
-          (setf (lispm-sessions--queue-fresh queue) nil)))))))
+            (error nil))))))))
 
 (defun lispm-sessions--next (queue)
   "Move QUEUE on: check its repository, or give git what waits."
@@ -1570,29 +1788,40 @@ FILE was just written; the commit takes a name of its own for it
       (lispm-sessions--warn "Session %s is saved but not committed: a newline in its name"
                             file))
      (t
-      (setf (lispm-sessions--queue-pending queue)
-            (nconc (lispm-sessions--queue-pending queue)
-                   (list (list :file file :source (lispm-sessions--pin queue file)
-                               :path (file-relative-name
-                                      file (lispm-sessions--queue-directory queue))
-                               :message message
-                               :time (truncate (float-time))
-                               :serial nil))))
-      (lispm-sessions--next queue)))))
+      (if-let* ((pin (lispm-sessions--pin queue file)))
+          (progn
+            (setf (lispm-sessions--queue-pending queue)
+                  (nconc (lispm-sessions--queue-pending queue)
+                         (list (list :file file :source pin
+                                     :path (file-relative-name
+                                            file (lispm-sessions--queue-directory queue))
+                                     :message message
+                                     :time (truncate (float-time))
+                                     :serial nil))))
+            (lispm-sessions--next queue))
+        (lispm-sessions--warn "Session %s is saved but not committed: it could not be kept for git"
+                              file))))))
 
 (defun lispm-sessions--pin (queue file)
   "Return a new name of FILE, for a commit of QUEUE to take it as it is now.
 Saves rename a new file over FILE, so what this name holds stays: a
-hard link in the shell's folder (before there is one, beside FILE);
-where no hard link can be made, a copy."
+hard link in the shell's folder (before there is one, beside FILE),
+to FILE's target if FILE is a symbolic link; where no hard link can be
+made, a copy.  Return nil if neither can be made."
   (let* ((copies (and (eq (lispm-sessions--queue-state queue) 'ready)
                       (lispm-sessions--copies queue)))
-         (pin (make-temp-file (expand-file-name (if copies "lispm-session-" ".lispm-copy-")
-                                                (or copies (file-name-directory file))))))
-    (condition-case nil
-        (add-name-to-file file pin t)
-      (file-error (copy-file file pin t)))
-    pin))
+         (pin (ignore-errors
+                (make-temp-file (expand-file-name (if copies "lispm-session-" ".lispm-copy-")
+                                                  (or copies (file-name-directory file)))))))
+    (when pin
+      (condition-case nil
+          (progn
+            (condition-case nil
+                (add-name-to-file (file-chase-links file) pin t)
+              (file-error (copy-file file pin t)))
+            pin)
+        (file-error (ignore-errors (delete-file pin))
+                    nil)))))
 
 (defun lispm-sessions--busy-p ()
   "Return non-nil if a commit of the sessions is waiting or being made."

@@ -501,15 +501,32 @@ does not take."
   (lispm-tools--check-args (lispm-tools--tool tool) args)
   t)
 
+(defvar lispm-sessions-directory)
+
+(defun lispm-tools--record-p (file)
+  "Return why FILE is one of LispM's records of sessions, a string; or nil.
+The sessions' documents say which role and callers an agent had, and
+what it did: an agent whose folder holds `lispm-sessions-directory'
+\(one started in the home folder) must not rewrite them."
+  (let ((file-name-handler-alist nil))
+    (when-let* (((bound-and-true-p lispm-sessions-directory))
+                (sessions (file-name-as-directory
+                           (file-truename (expand-file-name lispm-sessions-directory))))
+                ((string-prefix-p sessions (file-name-as-directory file))))
+      (format "%s is in %s, LispM's record of its sessions"
+              (abbreviate-file-name file) (abbreviate-file-name sessions)))))
+
 (defun lispm-tools--arguments (tool agent args)
   "Return the argument values of a call of TOOL by AGENT with ARGS.
 Validate ARGS, then confine `file' arguments to AGENT's folder,
 replacing each with its truename, and refuse a file of keys or tokens
-\(`lispm-secrets-file-p'), whatever the folder."
+\(`lispm-secrets-file-p') and LispM's records of sessions
+\(`lispm-tools--record-p'), whatever the folder."
   (cl-mapcar (lambda (spec value)
                (if (and value (eq (nth 1 spec) 'file))
                    (let ((file (lispm-tools-resolve agent value)))
-                     (when-let* ((why (lispm-secrets-file-p file)))
+                     (when-let* ((why (or (lispm-secrets-file-p file)
+                                          (lispm-tools--record-p file))))
                        (lispm-secrets-refuse
                         (lispm-tool-name tool) (lispm-tool-kind tool)
                         (format "%s; LispM's tools never read or change it" why)))

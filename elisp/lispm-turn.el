@@ -46,6 +46,9 @@
 ;;
 ;; Every change the turn's calls made is kept (`lispm-turn-changes'),
 ;; newest first, so that `lispm-turn-revert' can take the turn back.
+;; Each call's changes are also written in the session with its result
+;; (`lispm-turn-record'): a turn whose Emacs died is taken back from
+;; that record (`lispm-turn-revert-recorded').
 ;;
 ;; An ask (`ask_agent') blocks its call, not Emacs: once the request is
 ;; accepted, the call records its id in the session (`:LISPM_REQUEST:',
@@ -148,6 +151,8 @@
   (calls nil :documentation "The current answer's tool calls, in order.")
   (outcomes nil :documentation "Alist of call id to outcome plist.")
   (changes nil :documentation "Every `lispm-change' its calls made, newest first.")
+  (recorded nil :documentation "The changes an earlier Emacs made in it, as its
+session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
   (failures (make-hash-table :test #'equal)
             :documentation "How often each (NAME . ARGUMENTS) failed.")
   (failing nil :documentation "The call whose failure stopped the turn.")
@@ -495,10 +500,13 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
                (lispm-turn--changed turn))
      :on-decided (lambda (_approval answer)
                    (plist-put call :waiting nil)
-                   (let ((denied (not (eq (plist-get answer :decision) 'allow))))
+                   (let ((denied (not (eq (plist-get answer :decision) 'allow)))
+                         (reason (plist-get answer :reason)))
+                     ;; Withdrawn (its agent left) is no one's denial: say so.
+                     (when (eq (plist-get answer :decision) 'withdrawn)
+                       (setq reason (concat "withdrawn" (and reason (concat ", " reason)))))
                      (lispm-session-decide-approval
-                      buffer id (if denied 'cancelled 'done)
-                      (and denied (plist-get answer :reason))))
+                      buffer id (if denied 'cancelled 'done) (and denied reason)))
                    (lispm-turn--changed turn)))
     (setq returned t)
     (or at-once (lispm-turn--asking-p call))))
@@ -581,6 +589,11 @@ open; their answers, when they come, are input like any message."
     (lispm-turn--trace turn 'result (list id outcome))
     (setf (lispm-turn-changes turn)
           (append (reverse (plist-get outcome :changes)) (lispm-turn-changes turn)))
+    (when (plist-get outcome :changes)
+      ;; As the call left them: the session's record of its changes.
+      (setq outcome (plist-put outcome :records
+                               (delq nil (mapcar #'lispm-turn-record
+                                                 (plist-get outcome :changes))))))
     (when (plist-get call :skip-failure)
       (setq outcome (plist-put outcome :skipped t)))
     (unless (plist-get outcome :ok)
@@ -600,7 +613,8 @@ open; their answers, when they come, are input like any message."
       (lispm-session-insert-result (lispm-turn-buffer turn) (plist-get call :id)
                                    (if outcome (lispm-turn--capped outcome)
                                      "Not run: the user ended the turn.")
-                                   (not (plist-get outcome :ok))))))
+                                   (not (plist-get outcome :ok))
+                                   (plist-get outcome :records)))))
 
 (defun lispm-turn--capped (outcome)
   "Return the result text of OUTCOME, cut at the source for model and buffer."
@@ -824,6 +838,21 @@ says so; the turn stops once the tool that runs, if any, is over."
     (when (eq (plist-get call :waiting) 'reply)
       (plist-put call :waiting nil))))
 
+(defun lispm-turn-end (turn)
+  "End TURN at once, as its actor has left.
+Its stream is cancelled; it ends `aborted', as when the user ends it,
+keeping what was done.  Nothing of it runs or asks the model any more:
+a result that comes later starts nothing."
+  (when (lispm-turn-live-p turn)
+    (setf (lispm-turn-interrupted turn) t
+          (lispm-turn-condition turn) nil)
+    (lispm-turn-cancel turn)
+    (lispm-turn--end-reply turn)
+    ;; Stopped without a condition to show: no one is there to choose.
+    (unless (eq (lispm-turn-state turn) 'stopped)
+      (lispm-turn--enter turn 'stopped))
+    (lispm-turn--abort turn)))
+
 ;;; A turn cut off while it waited
 
 (cl-defun lispm-turn-rebuild (actor buffer waiting model &key system on-state on-end)
@@ -840,7 +869,8 @@ it goes on as any turn, and asks the model again."
                :actor actor :buffer buffer :number (plist-get waiting :turn)
                :model model :system system :on-state on-state :on-end on-end
                :state 'tools :steps (plist-get waiting :steps)
-               :messages (plist-get waiting :messages))))
+               :messages (plist-get waiting :messages)
+               :recorded (lispm-session-turn-changes buffer (plist-get waiting :turn)))))
     (dolist (saved (plist-get waiting :calls))
       (let ((call (list :id (plist-get saved :id) :name (plist-get saved :name)
                         :arguments (plist-get saved :arguments) :started t))
@@ -860,13 +890,239 @@ it goes on as any turn, and asks the model again."
 
 ;;; Revert
 
+(defun lispm-turn--conflicts (conflicts)
+  "Signal `lispm-revert-conflict' with CONFLICTS, as `lispm-edit-revert' does."
+  (lispm-signal 'lispm-revert-conflict (list conflicts)
+                "Cannot revert: %s"
+                (mapconcat (lambda (c) (format "%s (%s)" (plist-get c :file)
+                                               (plist-get c :reason)))
+                           conflicts "; ")))
+
 (defun lispm-turn-revert (turn)
   "Take back every change TURN made; return how many files were restored.
 Signal `lispm-revert-conflict', changing nothing, if the user changed
-text the turn wrote."
-  (prog1 (lispm-edit-revert (lispm-turn-changes turn))
-    (lispm-turn--trace turn 'reverted nil)
-    (setf (lispm-turn-changes turn) nil)))
+text the turn wrote.  A turn rebuilt from its session also takes back
+what its calls did in the Emacs before, from the session's record."
+  (let ((changes (lispm-turn-changes turn))
+        (recorded (lispm-turn-recorded turn)))
+    (when (and changes recorded)
+      ;; Both checked before anything changes.
+      (let ((here (delq nil (mapcar #'lispm-change-file changes)))
+            (conflicts (append (lispm-edit-conflicts changes)
+                               (cdr (lispm-turn--recorded-plan recorded)))))
+        (dolist (change recorded)
+          (when (member (plist-get change :file) here)
+            (push (list :file (plist-get change :file)
+                        :reason "this turn changed it both in this Emacs and in the one \
+before; revert it by hand")
+                  conflicts)))
+        (when conflicts
+          (lispm-turn--conflicts (delete-dups conflicts)))))
+    (prog1 (+ (if changes (lispm-edit-revert changes) 0)
+              (if recorded (lispm-turn-revert-recorded recorded) 0))
+      (lispm-turn--trace turn 'reverted nil)
+      (setf (lispm-turn-changes turn) nil
+            (lispm-turn-recorded turn) nil))))
+
+;;; Revert from the session's record
+
+(defun lispm-turn--text (bytes)
+  "Return BYTES decoded as Emacs would decode a file; nil for no text."
+  (let ((text (decode-coding-string bytes 'undecided t)))
+    (unless (string-match-p "[\0\x3fff80-\x3fffff]" text)
+      text)))
+
+(defun lispm-turn--record-lines (file line old new &optional created deleted)
+  "Return the record of a change in FILE from LINE: the lines OLD became NEW.
+CREATED and DELETED say the file was made or deleted.  It is kept only
+if small enough to be in the session (`lispm-session-result-limit')."
+  (if (> (+ (length old) (length new)) lispm-session-result-limit)
+      (list :file file :created created :deleted deleted
+            :lost (format "a change of over %d characters" lispm-session-result-limit))
+    (list :file file :line line :old old :new new :created created :deleted deleted)))
+
+(defun lispm-turn--buffer-record (change file buffer)
+  "Return the record of CHANGE, made in FILE's BUFFER: its whole lines.
+A deletion of whole lines gets the line after it (or before, at the end)."
+  (let ((beg (lispm-change-beg change)) (end (lispm-change-end change)))
+    (if (not (and (buffer-live-p buffer) (markerp beg) (markerp end)
+                  (eq (marker-buffer beg) buffer) (eq (marker-buffer end) buffer)))
+        (list :file file :lost "its buffer was killed")
+      (with-current-buffer buffer
+        (save-excursion
+          (save-restriction
+            (widen)
+            (let ((from (min beg end)) (to (max beg end)))
+              (if (not (string= (buffer-substring-no-properties from to)
+                                (lispm-change-after change)))
+                  (list :file file :lost "its text was changed again within the call")
+                (let* ((start (progn (goto-char from) (line-beginning-position)))
+                       (stop (progn (goto-char to)
+                                    (if (and (bolp) (> to start)) to
+                                      (min (point-max) (1+ (line-end-position)))))))
+                  (when (and (= start stop) (> start (point-min)))
+                    (goto-char start)
+                    (forward-line -1)
+                    (setq start (point)))
+                  (lispm-turn--record-lines
+                   file (line-number-at-pos start t)
+                   (concat (buffer-substring-no-properties start from)
+                           (lispm-change-before change)
+                           (buffer-substring-no-properties to stop))
+                   (buffer-substring-no-properties start stop)
+                   (lispm-change-created change)))))))))))
+
+(defun lispm-turn--disk-record (change file)
+  "Return the record of CHANGE, made on disk to FILE: the lines that differ."
+  (let* ((created (lispm-change-created change))
+         (deleted (lispm-change-deleted change))
+         (before (lispm-change-before change))
+         (after (lispm-change-after change))
+         (old (cond (created "") ((and before (lispm-change-kept change))
+                                  (lispm-turn--text before))))
+         (new (cond (deleted "") (after (lispm-turn--text after)))))
+    (if (not (and old new))
+        (list :file file :created created :deleted deleted
+              :lost "LispM kept no copy of its text, or it is no text")
+      (let* ((lo (length old)) (ln (length new))
+             (shorter (min lo ln))
+             (prefix (let ((cmp (compare-strings old nil nil new nil nil)))
+                       (if (eq cmp t) shorter (min shorter (1- (abs cmp))))))
+             (suffix 0))
+        (while (and (< suffix (- shorter prefix))
+                    (eq (aref old (- lo suffix 1)) (aref new (- ln suffix 1))))
+          (cl-incf suffix))
+        ;; Whole lines: the prefix ends, the suffix begins, after a newline.
+        (setq prefix (if-let* ((newline (cl-position ?\n old :end prefix :from-end t)))
+                         (1+ newline)
+                       0))
+        (unless (and (or (= suffix lo) (eq (aref old (- lo suffix 1)) ?\n))
+                     (or (= suffix ln) (eq (aref new (- ln suffix 1)) ?\n)))
+          (setq suffix (if-let* ((newline (string-search "\n" old (- lo suffix))))
+                           (- lo newline 1)
+                         0)))
+        (when (and (= prefix (- ln suffix)) (not deleted))
+          ;; Lines deleted: the line before or after them shows where.
+          (cond ((> prefix 0)
+                 (setq prefix (if-let* ((newline (cl-position ?\n old :end (1- prefix)
+                                                              :from-end t)))
+                                  (1+ newline)
+                                0)))
+                ((> suffix 0)
+                 (setq suffix (if-let* ((newline (string-search "\n" old (- lo suffix))))
+                                  (- lo newline 1)
+                                0)))))
+        (let ((line 1) (at 0))
+          (while (and (setq at (string-search "\n" old at)) (< at prefix))
+            (cl-incf line)
+            (cl-incf at))
+          (lispm-turn--record-lines file line (substring old prefix (- lo suffix))
+                                    (substring new prefix (- ln suffix)) created deleted))))))
+
+(defun lispm-turn-record (change)
+  "Return CHANGE, a `lispm-change', as the session records it, or nil.
+As `lispm-session-turn-changes' gives it: the whole lines it changed,
+before and after, or why there is no copy.  Nil for a change of a
+buffer without a file, or a directory made."
+  (let ((file (lispm-change-file change))
+        (buffer (lispm-change-buffer change)))
+    (cond ((or (null file) (eq (lispm-change-directory change) t)) nil)
+          (buffer (lispm-turn--buffer-record change file buffer))
+          (t (lispm-turn--disk-record change file)))))
+
+(defun lispm-turn--find-lines (text line)
+  "Return where TEXT, whole lines, is in the current buffer, nearest LINE.
+Return nil if it is not there."
+  (let ((case-fold-search nil)
+        (want (save-excursion (goto-char (point-min)) (forward-line (1- line)) (point)))
+        (best nil))
+    (cond
+     ((string-empty-p text) (and (= (buffer-size) 0) (point-min)))
+     ((and (<= (+ want (length text)) (point-max))
+           (string= (buffer-substring-no-properties want (+ want (length text))) text))
+      want)
+     (t (save-excursion
+          (goto-char (point-min))
+          (while (search-forward text nil t)
+            (let ((at (match-beginning 0)))
+              (when (and (or (= at (point-min)) (eq (char-before at) ?\n))
+                         (or (null best) (< (abs (- at want)) (abs (- best want)))))
+                (setq best at))
+              (goto-char (1+ at)))))
+        best))))
+
+(defun lispm-turn--unrecord (text change)
+  "Return (t . TEXT) with CHANGE, a recorded one, taken back, or (nil . WHY).
+TEXT is the file's text, nil if there is no file; so is the TEXT returned."
+  (cond
+   ((plist-get change :lost)
+    (cons nil (format "the session kept no copy of it (%s)" (plist-get change :lost))))
+   ((plist-get change :created)
+    (if (equal text (plist-get change :new))
+        (cons t nil)
+      (cons nil (if text "it was changed since" "it is gone since"))))
+   ((plist-get change :deleted)
+    (if text (cons nil "it is there again since") (cons t (plist-get change :old))))
+   ((null text) (cons nil "it is gone since"))
+   (t (with-temp-buffer
+        (insert text)
+        (let* ((new (plist-get change :new))
+               (at (lispm-turn--find-lines new (plist-get change :line))))
+          (if (not at)
+              (cons nil "text LispM wrote is not there: changed since, or reverted")
+            (delete-region at (+ at (length new)))
+            (goto-char at)
+            (insert (plist-get change :old))
+            (cons t (buffer-string))))))))
+
+(defun lispm-turn--recorded-plan (changes)
+  "Work out how recorded edits would be taken back, changing nothing.
+They are CHANGES, as `lispm-session-turn-changes' gives them.  Return
+\(FILES . CONFLICTS): FILES a list of (FILE TEXT), TEXT what FILE
+gets (nil: it is deleted); CONFLICTS as `lispm-edit-conflicts' gives
+them."
+  (let ((files nil) (conflicts nil))
+    (dolist (change (reverse changes))
+      (let* ((file (plist-get change :file))
+             (entry (or (assoc file files)
+                        (car (push (list file (lispm-edit-file-text file) t) files)))))
+        (when (nth 2 entry)
+          (pcase-let ((`(,ok . ,text) (lispm-turn--unrecord (nth 1 entry) change)))
+            (if ok
+                (setf (nth 1 entry) text)
+              (setf (nth 2 entry) nil)
+              (push (list :file file :reason text) conflicts))))))
+    (cons (nreverse files) (nreverse conflicts))))
+
+(defun lispm-turn-revert-recorded (changes)
+  "Revert a turn's edits as its session recorded them; return the files restored.
+The edits, CHANGES, are as `lispm-session-turn-changes' gives them.  It is the
+revert of a turn whose Emacs is gone, and its change records with it.
+Each file must still hold the lines the turn wrote (the user's edits
+elsewhere in it stay); if one does not, or the session kept no copy of
+a change, signal `lispm-revert-conflict', whose data is (MESSAGE
+CONFLICTS) as for `lispm-edit-revert', and change nothing.  A buffer
+visiting a file changes as one undo step, saved unless it has unsaved
+changes; a file the turn made is deleted."
+  (pcase-let ((`(,files . ,conflicts) (lispm-turn--recorded-plan changes))
+              (kill-buffer-query-functions nil))
+    (when conflicts
+      (lispm-turn--conflicts conflicts))
+    (pcase-dolist (`(,file ,text) files)
+      (let ((buffer (find-buffer-visiting file)))
+        (if (null text)
+            (progn (when (file-exists-p file) (delete-file file))
+                   (when (and buffer (not (buffer-modified-p buffer)))
+                     (kill-buffer buffer)))
+          (when-let* ((change (lispm-edit-replace
+                               file text :save (not (and buffer (buffer-modified-p buffer)))
+                               :overwrite t)))
+            (lispm-edit-forget (list change)))
+          (unless buffer
+            ;; Visited for the revert only.
+            (when-let* ((made (find-buffer-visiting file)))
+              (unless (buffer-modified-p made) (kill-buffer made)))))))
+    (length files)))
 
 (provide 'lispm-turn)
 ;;; lispm-turn.el ends here

@@ -225,6 +225,7 @@ class Agents:
             lambda _queue: self.services.on_activity(agent) if agent else None,
             on_delivered=lambda message: seen.link(buffer_links(message.text)),
             renderer=adapter.renderer(agent), answers_anytime=adapter.answers_anytime,
+            on_failed=self.messenger.undelivered,
         )
         self.by_name[name] = agent
         for arrival in self.arrivals.get(name, set()):

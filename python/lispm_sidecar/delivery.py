@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from .errors import LispmError, NotNow
@@ -116,9 +116,13 @@ class DeliveryQueue:
         on_delivered: Callable[[Message], None] | None = None,
         renderer: Callable[[Message], str] = render,
         answers_anytime: bool = False,
+        on_failed: Callable[[int, str], Awaitable[None]] | None = None,
     ) -> None:
         """ANSWERS_ANYTIME: the agent takes an answer to its requests even
-        when it is not idle (its ask waits for it)."""
+        when it is not idle (its ask waits for it).  ON_FAILED(id, reason)
+        fails a message that could not be handed over and tells whoever
+        waits on it (`Messenger.undelivered`); without it, the message only
+        fails."""
         self.name = name
         self.instance = instance
         self.queued = 0
@@ -133,6 +137,7 @@ class DeliveryQueue:
         #: A paste was refused (NotNow): until the hand-over is ready, only ask.
         self._held = False
         self._answers_anytime = answers_anytime
+        self._on_failed = on_failed
         #: An answer was not taken: it waits, as the rest, until the next report.
         self._answer_refused = False
 
@@ -263,7 +268,10 @@ class DeliveryQueue:
             return False
         except LispmError as err:
             log.warning("cannot hand %s message %d: %s", self.name, message.id, err)
-            await self._ledger.mark_failed(message.id, str(err))
+            if self._on_failed is not None:
+                await self._on_failed(message.id, str(err))
+            else:
+                await self._ledger.mark_failed(message.id, str(err))
             return True
         if self._on_delivered is not None:
             self._on_delivered(message)

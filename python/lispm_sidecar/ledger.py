@@ -87,7 +87,10 @@ each asker a `notice` from `lispm` with the text
 `"{agent} ended without replying to request {id}."`; the caller should
 also `fail_queued_for(agent, reason)`, since agent names are reused and a
 later agent of the same name must not receive them.  Likewise a reply or
-notice queued for an asker that has closed is the caller's to fail.
+notice queued for an asker that has closed is the caller's to fail.  A
+request whose message cannot be handed over (`fail_delivery`) ends in the
+same transaction, and its asker gets a notice saying why: no answer can
+come.
 
 After a restart
 ---------------
@@ -930,6 +933,29 @@ class LedgerStore:
             "state = 'failed', failed_at = ?, reason = ?", (self._clock(), _reason(reason)),
         )
 
+    def fail_delivery(self, message_id: int, reason: str) -> tuple[Message, Message | None]:
+        """Mark message MESSAGE_ID failed with REASON: it could not be handed over.
+
+        A request's message that fails ends its request, if still open (no
+        answer can come), and queues for its asker a notice that says why,
+        in the same transaction.  Return (the failed message, that notice
+        or None)."""
+        with self._write() as conn:
+            failed = self.mark_failed(message_id, reason)
+            if failed.kind != "request" or failed.request_id is None:
+                return failed, None
+            n = parse_request_id(failed.request_id)
+            now = self._clock()
+            ended = conn.execute(
+                "UPDATE requests SET state = 'ended', closed_at = ? WHERE n = ? AND state = 'open'",
+                (now, n),
+            ).rowcount
+            if not ended:
+                return failed, None
+            text = (f"Request R{n} to {failed.recipient} will get no reply: it could not be"
+                    f" delivered ({failed.reason}).")
+            return failed, self._insert(conn, "notice", LISPM, failed.sender, text, n, now)
+
     def withdraw(self, message_id: int, reason: str) -> Message:
         """Take back queued message MESSAGE_ID before it is delivered: it fails
         with REASON.  A message already handed over cannot be taken back."""
@@ -1226,6 +1252,11 @@ class Ledger:
     async def mark_failed(self, message_id: int, reason: str) -> Message:
         """See `LedgerStore.mark_failed`."""
         return await self.run(lambda s: s.mark_failed(message_id, reason))
+
+    async def fail_delivery(self, message_id: int, reason: str,
+                            ) -> tuple[Message, Message | None]:
+        """See `LedgerStore.fail_delivery`."""
+        return await self.run(lambda s: s.fail_delivery(message_id, reason))
 
     async def withdraw(self, message_id: int, reason: str) -> Message:
         """See `LedgerStore.withdraw`."""

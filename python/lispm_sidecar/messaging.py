@@ -280,6 +280,24 @@ class Messenger:
                     message.sender, f"Your message to {name} was not delivered: {reason}."))
         self._queued(notices)
 
+    async def undelivered(self, message_id: int, reason: str) -> None:
+        """Message MESSAGE_ID could not be handed over, for REASON: it fails.
+
+        A request's asker is told at once (`Ledger.fail_delivery`): its
+        request ends, as no answer can come, and an asker that waits on it
+        stops waiting, with the reason.  A plain message's sender, if it is
+        the live agent that sent it, is told too."""
+        graph = await self.wait_for()
+        failed, notice = await self._ledger.fail_delivery(message_id, reason)
+        notices = [notice] if notice is not None else []
+        if failed.request_id is not None and notice is not None:
+            graph.remove(failed.request_id)
+        elif failed.kind == "message" and self.sent_by_live(failed.sender, failed.created_at):
+            notices.append(await self._ledger.notify(
+                failed.sender,
+                f"Your message to {failed.recipient} was not delivered: {failed.reason}."))
+        self._queued(await self._to_the_living(notices))
+
     async def _to_the_living(self, notices: list[Message]) -> list[Message]:
         """Return NOTICES, those to agents that are gone failed instead.
 

@@ -12,8 +12,9 @@
 ;; In a sessions directory of its own (not a repository yet: the first
 ;; commit's `git init' is part of it), it plays LISPM_BENCH_SESSION_TURNS
 ;; turns (default 50) of an own agent's session: the user's words, a
-;; reply streamed in 20 pieces (about 2 KB), a `read_file' call with a
-;; 4 KB result and a closing reply, then `lispm-session-end-turn'.  A
+;; reply streamed in 20 pieces (about 2 KB), an `edit_file' call (one
+;; line of a file changed) with a 4 KB result and a closing reply, then
+;; `lispm-session-end-turn'.  A
 ;; turn starts every 100 ms; between them Emacs idles in
 ;; `accept-process-output', as it would between the user's keys, so the
 ;; git queue runs meanwhile.  It times, with `float-time':
@@ -25,9 +26,10 @@
 ;;   `git fast-import') and each call of its processes' filters and
 ;;   sentinels (advice in this file only): `git_callbacks', the sum per
 ;;   turn.
-;; - each step save at a call's end (`lispm-session-insert-result',
-;;   which adds the result and saves the file, without a commit), with
-;;   the file's size then: `steps' and `step_kb'.
+;; - each step save at a call's end: the edit's record made
+;;   (`lispm-turn-record') and `lispm-session-insert-result', which adds
+;;   the result and the change's diff and saves the file, without a
+;;   commit; with the file's size then: `steps' and `step_kb'.
 ;;
 ;; Then it waits for the queue, reads the log with `git log' and prints
 ;; one line of JSON: the times, the seconds from the last turn to the
@@ -38,6 +40,7 @@
 (require 'cl-lib)
 (require 'json)
 (require 'lispm-session)
+(require 'lispm-turn)
 
 (defvar session-bench--git-seconds 0.0
   "Seconds Emacs spent starting the queue's git processes and in their callbacks.")
@@ -89,6 +92,7 @@
          (step-kb nil)
          buffer last-end)
     (make-directory project t)
+    (with-temp-file (expand-file-name "f.el" project) (insert result "\n"))
     (advice-add 'make-process :around #'session-bench--make-process)
     (unwind-protect
         (progn
@@ -101,12 +105,20 @@
                   (lispm-session-stream-text stream (concat piece "\n")))
                 (lispm-session-end-reply stream))
               (let ((id (format "call_%d" i)))
-                (lispm-session-insert-call buffer (list :id id :name "read_file"
+                (lispm-session-insert-call buffer (list :id id :name "edit_file"
                                                         :arguments "{\"path\": \"f.el\"}"))
-                (garbage-collect)
-                (let ((start (float-time)))
-                  (lispm-session-insert-result buffer id result)
-                  (push (- (float-time) start) steps))
+                (let* ((file (expand-file-name "f.el" project))
+                       (text (lispm-edit-file-text file))
+                       (line (format "(defun f-%03d ()" (1+ (% i 64))))
+                       (change (lispm-edit-replace
+                                file (string-replace line (concat line " ;; edited") text)
+                                :save t)))
+                  (garbage-collect)
+                  (let ((start (float-time)))
+                    (lispm-session-insert-result buffer id result nil
+                                                 (list (lispm-turn-record change)))
+                    (push (- (float-time) start) steps))
+                  (lispm-edit-forget (list change)))
                 (push (/ (file-attribute-size
                           (file-attributes (buffer-local-value 'lispm-session-file buffer)))
                          1024.0)

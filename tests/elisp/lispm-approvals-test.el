@@ -29,6 +29,7 @@
           (lispm-policy--grants nil)
           (lispm-policy-roles (eval (car (get 'lispm-policy-roles 'standard-value)) t))
           (lispm-approvals--pending nil)
+          (lispm-approvals--withdrawn nil)
           (lispm-approvals--counter 0)
           (lispm-approvals-changed-hook nil)
           (global-mode-string nil)
@@ -357,8 +358,19 @@ See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder))
       (should (equal (car (cdr rec3)) '((:decision withdrawn :reason "codex closed"))))
       (should-not (car (cdr rec2)))
       (should (= (lispm-approvals-count) 1))
-      (should-not (string-search "codex" (lispm-approvals-test--text)))
-      (should (string-search "claude" (lispm-approvals-test--text)))
+      (should-not (string-search "codex (role default) asks" (lispm-approvals-test--text)))
+      (should (string-search "claude (role default) asks" (lispm-approvals-test--text)))
+      ;; The buffer says they were withdrawn, and why; nothing there allows them.
+      (dolist (line '("A1  withdrawn: codex (role default)'s shell: shell: ls (codex closed)"
+                      "A3  withdrawn: codex (role default)'s eval: eval: 1 (codex closed)"))
+        (should (string-search line (lispm-approvals-test--text)))
+        (with-current-buffer lispm-approvals-buffer-name
+          (goto-char (point-min))
+          (search-forward line)
+          (should-not (get-text-property (point) 'lispm-approval))
+          (should-error (call-interactively (key-binding (kbd "a"))) :type 'user-error)))
+      (should (= (lispm-approvals-count) 1))
+      (should (= (length (car (cdr rec1))) 1))
       ;; Another change of the registry does not call them again.
       (run-hooks 'lispm-agents-changed-hook)
       (should (= (length (car (cdr rec1))) 1))
@@ -444,7 +456,8 @@ See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder))
       (should-not (lispm-approvals-authorize codex 'locked 'eval '(:form "(kill-emacs)") (car eval)))
       (should (equal (car (cdr eval))
                      '((:decision deny :by policy
-                                  :reason "eval is denied to codex (role locked) by LispM's policy"))))
+                                  :reason "eval is denied to codex (role locked) by LispM's policy"
+                                  :role locked))))
       (should (= (lispm-approvals-count) 0))
       (should (equal (plist-get (cdar lispm-approvals-test--audits) :decision) "deny"))
       ;; Asks go to the user.

@@ -480,7 +480,20 @@ Wait for it, 5 seconds at most."
       (should-not (lispm-agent-resume file))
       (let ((buffer (find-buffer-visiting file)))
         (should (buffer-local-value 'buffer-read-only buffer))
-        (should-not (lispm-agent-of-session buffer))))))
+        (should-not (lispm-agent-of-session buffer))
+        ;; Its header line says why, naming its role and callers.
+        (should (string-search "reviewer was a helper (role reviewer) of tester, then emacs"
+                               (buffer-local-value 'header-line-format buffer)))
+        ;; No turn runs there, even once it is made writable.
+        (with-current-buffer buffer
+          (let ((inhibit-read-only t))
+            (goto-char (point-max))
+            (insert "Go on, with edits."))
+          (should-error (lispm-agent-send-input) :type 'user-error))
+        (should-not lispm-test-model-requests)
+        ;; Nor again: it reopens read-only, whoever is live now.
+        (should-not (lispm-agent-resume file))
+        (should-not (lispm-agent-get "reviewer"))))))
 
 (ert-deftest lispm-helpers-test-the-users-helper-resumes-with-its-role ()
   "A helper the user started (no caller) resumes with its role, not the default."
@@ -524,7 +537,155 @@ Wait for it, 5 seconds at most."
       (let ((entry (car (funcall audits))))
         (should (equal (plist-get entry :decision) "deny"))
         (should (equal (plist-get entry :agent) "tester"))
+        ;; The role that refused: the caller's, not the helper's own.
+        (should (equal (plist-get entry :role) "reviewer"))
         (should (string-search "tools of emacs (role reviewer)" (plist-get entry :reason)))))))
+
+(defun lispm-helpers-test--todo (file call-id)
+  "Return the text of the approval entry of the call CALL-ID in the session FILE."
+  (let ((text (lispm-test-read-file file)))
+    (and (string-match (concat ":LISPM_CALL_ID: " (regexp-quote call-id)
+                               "\\(?:.\\|\n\\)*?\\(\\*\\*\\*\\* \\(?:TODO\\|DONE\\|CANCELLED\\)"
+                               "\\(?:.\\|\n\\)*?\\)\n\\*")
+                       text)
+         (match-string 1 text))))
+
+(ert-deftest lispm-helpers-test-closing-an-agent-ends-everything-it-ran ()
+  "Closed from the agent list, an own agent's turn ends; its helpers' turns too.
+Each approval still awaited is withdrawn: the session's entry and the
+approvals buffer say so, and allowing it runs nothing; no model is
+asked again; the session's buffer is no agent's, and takes no input."
+  (lispm-helpers-test--with
+    (let* ((emacs (lispm-helpers-test--own-agent folder))
+           (emacs-buffer (lispm-own-agent-buffer emacs))
+           (tester (lispm-helpers-test--start "tester" emacs))
+           (tester-buffer (lispm-own-agent-buffer tester))
+           (tester-file (buffer-local-value 'lispm-session-file tester-buffer))
+           (mine (expand-file-name "emacs-ran" folder))
+           (theirs (expand-file-name "tester-ran" folder)))
+      (with-current-buffer tester-buffer
+        (add-hook 'kill-buffer-query-functions #'ignore nil t))
+      ;; Each in a turn, at a shell call that waits for the user.
+      (setq lispm-test-model-script
+            (list (list (lispm-helpers-test--call-event
+                         "e1" "run_shell" (format "{\"command\": \"touch %s\"}" mine))
+                        '(:type "done"))
+                  (list (lispm-helpers-test--call-event
+                         "t1" "run_shell" (format "{\"command\": \"touch %s\"}" theirs))
+                        '(:type "done"))
+                  ;; What a model would say next, were it asked again.
+                  (list (lispm-helpers-test--call-event
+                         "x1" "run_shell" (format "{\"command\": \"touch %s\"}" mine))
+                        '(:type "done"))
+                  (list (lispm-helpers-test--call-event
+                         "x2" "run_shell" (format "{\"command\": \"touch %s\"}" mine))
+                        '(:type "done"))))
+      (lispm-agent-send emacs "Run make check.")
+      (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 1))))
+      (lispm-agent-send tester "[Request R1 from emacs]\nRun the tests.")
+      (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 2))))
+      (let ((approvals (lispm-approvals-pending))
+            (asked (length lispm-test-model-requests)))
+        ;; The close command of the agent list.
+        (lispm-agent-close emacs)
+        (accept-process-output nil 0.1)
+        (lispm-helpers-test--until (lambda () nil) 0.2)
+        ;; Both turns are over, and no model was asked again.
+        (should-not (lispm-agent-busy-p emacs))
+        (should-not (lispm-agent-live-p tester))
+        (should (= (length lispm-test-model-requests) asked))
+        ;; Nothing waits, and allowing what waited runs nothing.
+        (should (= (lispm-approvals-count) 0))
+        (dolist (approval approvals)
+          (should-error (lispm-approvals-allow approval) :type 'user-error))
+        (accept-process-output nil 0.1)
+        (should-not (file-exists-p mine))
+        (should-not (file-exists-p theirs))
+        ;; The approvals buffer says they were withdrawn, and why.
+        (with-current-buffer lispm-approvals-buffer-name
+          (should (string-search "withdrawn: emacs (role default)'s shell" (buffer-string)))
+          (should (string-search "(its caller emacs closed); nothing of it runs"
+                                 (buffer-string)))))
+      ;; The sessions' entries say withdrawn, and why.
+      (should (string-search "CANCELLED" (lispm-helpers-test--todo tester-file "t1")))
+      (should (string-search "Reason: withdrawn, its caller emacs closed"
+                             (lispm-helpers-test--todo tester-file "t1")))
+      (should (string-search "Reason: withdrawn, emacs closed"
+                             (lispm-helpers-test--text emacs-buffer)))
+      ;; The closed agent's session stays, no agent's: it takes no input.
+      (should (buffer-live-p emacs-buffer))
+      (should-not (lispm-agent-of-session emacs-buffer))
+      (should-error (lispm-agent-send emacs "Go on.") :type 'user-error)
+      (should (= (length lispm-test-model-requests) 2)))))
+
+(ert-deftest lispm-helpers-test-a-caller-chain-denial-names-the-caller ()
+  "A policy denial from a caller up the chain names its role, to the helper and in the audit."
+  (lispm-helpers-test--with
+    (let* ((lispm-policy-roles (append '((no-shell (read allow) (edit ask) (shell deny)))
+                                       lispm-policy-roles))
+           (strict (lispm-test-add-actor :name "strict" :folder folder :role 'no-shell))
+           (tester (lispm-helpers-test--start "tester" strict))
+           (outcome (lispm-helpers-test--call tester "run_shell" '(:command "make check"))))
+      (should-not (plist-get outcome :ok))
+      (should (equal (plist-get outcome :error)
+                     (concat "shell denied by the policy of role no-shell: shell is denied to "
+                             "tester (role tester), a helper of strict, by strict's policy "
+                             "(role no-shell)")))
+      (should (= (lispm-approvals-count) 0))
+      (let ((entry (car (lispm-helpers-test--sent 'lispm/audit))))
+        (should (equal (plist-get entry :decision) "deny"))
+        (should (equal (plist-get entry :agent) "tester"))
+        (should (equal (plist-get entry :role) "no-shell"))
+        (should (string-search "by strict's policy (role no-shell)"
+                               (plist-get entry :reason))))
+      ;; Its own role's denial names its own role, as before.
+      (let ((outcome (lispm-helpers-test--call tester "eval_elisp" '(:form "(+ 1 2)"))))
+        (should-not (plist-get outcome :ok))
+        (should (string-prefix-p "eval denied by the policy of role tester"
+                                 (plist-get outcome :error)))))))
+
+(ert-deftest lispm-helpers-test-refusals-of-files-are-audited ()
+  "A file of keys, and LispM's own sessions, are refused to every agent, and audited.
+An agent started in a folder that holds `lispm-sessions-directory'
+\(the home folder) cannot rewrite a session's header, such as a
+helper's role and callers: the header is trusted when it reopens."
+  (lispm-helpers-test--with
+    (let* ((lispm-policy-roles (append '((open (read allow) (edit allow) (shell allow)))
+                                       lispm-policy-roles))
+           (home (file-name-directory (directory-file-name folder)))
+           (emacs (lispm-helpers-test--own-agent folder))
+           (reviewer (lispm-helpers-test--start "reviewer" emacs))
+           (session (buffer-local-value 'lispm-session-file (lispm-own-agent-buffer reviewer)))
+           (open (lispm-test-add-actor :name "open" :folder home :role 'open)))
+      (lispm-session-save (lispm-own-agent-buffer reviewer))
+      (lispm-test-write-file folder "id_rsa" "-----BEGIN OPENSSH PRIVATE KEY-----\n")
+      (let ((before (lispm-test-read-file session))
+            (relative (file-relative-name session home)))
+        (dolist (call (list (list emacs "read_file" '(:path "id_rsa") "id_rsa")
+                            (list open "write_file"
+                                  (list :path relative
+                                        :content (replace-regexp-in-string
+                                                  "^#\\+LISPM_\\(ROLE\\|CALLERS\\):.*\n" ""
+                                                  before))
+                                  "sessions/")
+                            (list open "edit_file"
+                                  (list :path relative :old "LISPM_CALLERS" :new "LISPM_X")
+                                  "sessions/")))
+          (pcase-let* ((`(,actor ,tool ,args ,name) call)
+                       (outcome (lispm-helpers-test--call actor tool args)))
+            (should-not (plist-get outcome :ok))
+            (should (eq (car (plist-get outcome :condition)) 'lispm-policy-denied))
+            (should (string-search "LispM's tools never read or change it"
+                                   (plist-get outcome :error)))
+            (let ((entry (car (lispm-helpers-test--sent 'lispm/audit))))
+              (should (equal (plist-get entry :decision) "deny"))
+              (should (equal (plist-get entry :agent) (lispm-actor-name actor)))
+              (should (equal (plist-get entry :role)
+                             (symbol-name (lispm-actor-effective-role actor))))
+              (should (string-search name (plist-get entry :reason))))))
+        ;; Nothing was asked, and the session is as LispM wrote it.
+        (should (= (lispm-approvals-count) 0))
+        (should (equal (lispm-test-read-file session) before))))))
 
 ;;; The agents and the roles
 

@@ -216,7 +216,14 @@ End Tag Table
           (should (string-prefix-p "variable_value refused: " (plist-get outcome :error)))
           (should-not (string-search "hunter2" (plist-get outcome :error)))))
       (should-not (lispm-approvals-pending))
-      (should-not (assq 'lispm/audit notified)))))
+      ;; Refused, and audited as every refusal is: one entry a name.
+      (let ((audits (cl-remove 'lispm/audit notified :key #'car :test-not #'eq)))
+        (should (= (length audits) 8))
+        (dolist (audit audits)
+          (should (equal (plist-get (cdr audit) :decision) "deny"))
+          (should (string-prefix-p "variable_value refused: "
+                                   (plist-get (cdr audit) :reason)))
+          (should-not (string-search "hunter2" (plist-get (cdr audit) :reason))))))))
 
 (provide 'lispm-introspect-test)
 ;;; lispm-introspect-test.el ends here

@@ -228,6 +228,25 @@ Output (what the program printed, each line after \"| \"):
       (should (eq (car (plist-get outcome :condition)) 'lispm-lisp-fuel-exhausted))
       (should (equal (plist-get outcome :error) "The program ran out of fuel after 500 steps")))))
 
+(ert-deftest lispm-run-lisp-refusals-and-limits-are-audited ()
+  "A program LispM refuses, and one ended at a limit, are in the ledger's audit."
+  (lispm-run-lisp-test--with (actor)
+    (let ((lispm-lisp-default-fuel 500)
+          (sent nil))
+      (cl-letf (((symbol-function 'lispm-sidecar-notify)
+                 (lambda (method params) (when (eq method 'lispm/audit) (push params sent)))))
+        (lispm-run-lisp-test--run actor "(symbol-value 'user-mail-address)")
+        (lispm-run-lisp-test--run actor "(while t)"))
+      (should (equal (mapcar (lambda (entry) (plist-get entry :decision)) sent)
+                     '("deny" "deny")))
+      (dolist (entry sent)
+        (should (equal (plist-get entry :agent) (lispm-actor-name actor)))
+        (should (equal (plist-get entry :role) "default")))
+      (should (equal (plist-get (car sent) :reason)
+                     "The program ran out of fuel after 500 steps"))
+      (should (string-match-p "reads a global variable by name"
+                              (plist-get (cadr sent) :reason))))))
+
 (ert-deftest lispm-run-lisp-refuelled-goes-on ()
   "An actor that gives more fuel lets the program go on where it was."
   (lispm-test-with-registry

@@ -157,12 +157,14 @@ Its buffer is killed."
         (should-not (lispm-session-end-cut-turn buffer))))))
 
 (ert-deftest lispm-session-crash-a-file-cut-anywhere-opens ()
-  "A session file cut at any line, or mid-character, opens, with a note.
-The damaged bytes are kept beside it."
+  "A session file cut at any line, any byte of some, or mid-character, opens.
+Its header too.  It opens with a note saying what was cut; the damaged
+bytes are kept beside it; the repaired document reads back as it is
+saved, its history what the whole file's began with."
   (lispm-session-crash-test--with-dirs
     (let* ((file (lispm-session-crash-test--session project))
            (whole (lispm-session-crash-test--bytes file))
-           (header-end (string-search "\n* " whole))
+           (input (string-search "\n* Your message" whole))
            (full (with-current-buffer (lispm-session-open file)
                    (prog1 (lispm-session-messages (current-buffer)) (kill-buffer))))
            (offsets (delete-dups
@@ -172,31 +174,62 @@ The damaged bytes are kept beside it."
                                when (eq (aref whole i) ?\n) collect (1+ i) and collect (+ i 3))
                       ;; Inside each é and ü (two bytes in UTF-8).
                       (cl-loop for i from 0 below (length whole)
-                               when (>= (aref whole i) #xc0) collect (1+ i)))))
+                               when (>= (aref whole i) #xc0) collect (1+ i))
+                      ;; Every byte of the header, of a drawer and of a program.
+                      (number-sequence 0 (string-search "\n* " whole))
+                      (let ((at (string-search ":PROPERTIES:" whole 300)))
+                        (number-sequence at (+ at 80)))
+                      (let ((at (string-search "#+begin_src emacs-lisp" whole)))
+                        (number-sequence at (+ at 60))))))
            (opened 0))
       (should (string-match-p "#\\+begin_example" whole))
       (dolist (offset (sort offsets #'<))
-        (when (and (> offset (1+ header-end))
-                   (< offset (string-search "\n* Your message" whole)))
+        (when (<= offset input)
           (dolist (old (directory-files sessions t "\\.damaged-"))
             (delete-file old))
           (lispm-session-crash-test--write file (substring whole 0 offset))
-          (let ((buffer (lispm-session-open file)))
+          (let* ((buffer (lispm-session-open file))
+                 (text (with-current-buffer buffer (buffer-string)))
+                 (messages (lispm-session-messages buffer)))
             (cl-incf opened)
-            (with-current-buffer buffer
-              (should (string-match-p "was cut short when it was last written"
-                                      (buffer-string)))
-              ;; It reads back as history: no more than the whole had.
-              (should (<= (length (lispm-session-messages buffer)) (length full))))
+            (should (string-match-p (if (= offset 0) "^: This session's file was empty"
+                                      "^: This session's file was cut short when it was \
+last written (Emacs ended mid-write): what came after its line [0-9]+ is lost")
+                                    text))
+            (should (string-match-p "The file as it was is kept as [^ ]+\\.damaged-" text))
+            ;; Its history is what the whole file's began with.
+            (should (<= (length messages) (length full)))
+            (should (equal (butlast messages 2)
+                           (cl-subseq full 0 (max 0 (- (length messages) 2)))))
             (should (equal (lispm-session-crash-test--bytes
                             (car (directory-files sessions t "\\.damaged-")))
                            (substring whole 0 offset)))
             ;; The repaired document is saved, and reads back as it is.
             (kill-buffer buffer)
             (with-current-buffer (lispm-session-open file)
-              (should (= 1 (how-many "was cut short" (point-min) (point-max))))
+              (should (equal (buffer-string) text))
+              (should (equal (lispm-session-messages (current-buffer)) messages))
               (kill-buffer)))))
-      (should (> opened 100)))))
+      (should (> opened 400)))))
+
+(ert-deftest lispm-session-crash-the-note-says-what-was-cut ()
+  "Cut inside a result block: the note gives the bytes and lines left out, and where."
+  (lispm-session-crash-test--with-dirs
+    (let* ((file (lispm-session-crash-test--session project))
+           (whole (lispm-session-crash-test--bytes file))
+           (cut (+ (string-search "line one" whole (string-search "* Turn 2" whole)) 4)))
+      (lispm-session-crash-test--write file (substring whole 0 cut))
+      (with-current-buffer (lispm-session-open file)
+        (let ((result (string-search "\n**** Result" whole (string-search "* Turn 2" whole))))
+          (should (string-search
+                   (format ", and its last %d bytes, 3 lines from line %d (\"**** Result\" on), \
+an unfinished part, are left out" (- cut result 1)
+                           (+ 2 (cl-count ?\n (substring whole 0 result))))
+                   (buffer-string))))
+        ;; Turn 2's call is there, its result not: the model reads it did not run.
+        (should (string-search "did not run"
+                               (plist-get (car (last (lispm-session-messages (current-buffer))))
+                                          :content)))))))
 
 (ert-deftest lispm-session-crash-a-whole-file-edited-badly-still-refuses ()
   "A document with its end whole that does not read back is no cut: an error."
