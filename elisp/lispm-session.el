@@ -1365,10 +1365,18 @@ Leading empty lines and trailing blanks are left out."
 ;; A session file is never written in place: each save writes the whole
 ;; document to a new file and renames it over the old
 ;; (`lispm-write-file-whole'), so a crash leaves the last document saved
-;; or the new one, never one cut.  A commit is queued with a name of its
-;; own for the file as it is then, a hard link (or, where there are
-;; none, a copy): no later save can change that file, so each commit
-;; holds the document as its turn left it, however late git takes it.
+;; or the new one, never one cut.  Nothing is flushed: the threat is
+;; Emacs's death, and the kernel keeps what Emacs wrote; a turn's commit
+;; is flushed by git.  A commit is queued with a name of its own for the
+;; file as it is then, a hard link (or, where there are none, a copy):
+;; no later save can change that file, so each commit holds the document
+;; as its turn left it, however late git takes it.  The shell gives git
+;; a commit only once it has the whole record and its file: a commit
+;; Emacs died while giving, or whose file is gone, is not made.  And
+;; git's output reaches Emacs through the shell, which keeps reading it
+;; once Emacs is gone, so git goes on to the last commit it was given.
+;; What an Emacs that died left (pinned files, a save's new file) the
+;; next one removes when it is old (`lispm-sessions--sweep').
 
 (cl-defstruct (lispm-sessions--queue (:constructor lispm-sessions--make-queue)
                                      (:copier nil))
@@ -1436,6 +1444,8 @@ feed() {
   commit=
   while IFS= read -r line; do
     case $line in
+      '|commit '*) commit=${line#|}'
+' ;;
       '|'*) commit=$commit${line#|}'
 ' ;;
       'lispm '*)
@@ -1454,20 +1464,29 @@ feed() {
     esac
   done
 }
-feed | \"$@\"
+relay() {
+  while IFS= read -r line || [ -n \"$line\" ]; do
+    printf '%s\\n' \"$line\" 2>/dev/null
+  done
+}
+feed | \"$@\" 2>&1 | relay
 "
   "The POSIX shell between Emacs and `git fast-import'.
 Its arguments: the git command it feeds.  It reads lines from Emacs:
 one that starts with `|' is a fast-import command (kept, without the
-`|'), and `lispm N FILE' ends commit N: FILE is its file, a name of
-its own that no save changes (`lispm-sessions--pin').  Only then does
+`|'; a `|commit' line starts them again), and `lispm N FILE' ends
+commit N: FILE is its file, a name of its own that no save changes
+\(`lispm-sessions--pin').  Only then does
 git get the commit's commands kept, FILE's bytes as the file's `data',
 `checkpoint', and `progress lispm N' (git says that line when N is
 made); FILE is then removed.  So a commit Emacs did not give whole
 \(Emacs died mid-record) reaches git not at all, never one without its
 file.  If FILE cannot be read, git gets nothing of N, and Emacs gets
-`progress lispm N lost'.  Emacs's end (a broken pipe) stops neither
-it nor git: what Emacs gave them whole is still committed.")
+`progress lispm N lost'.  What git says goes to Emacs through the
+shell's relay, which takes it all whether Emacs is there or not: git,
+whose output Emacs's end would break, would die at its next line.  So
+Emacs's end stops neither the shell nor git: what Emacs gave them whole
+is still committed.")
 
 (defun lispm-sessions--git-command (queue args)
   "Return the command line of QUEUE's git, with ARGS."
@@ -1653,6 +1672,8 @@ It is a shell running `lispm-sessions--importer-script', which feeds
                            (lispm-sessions--importer-ended queue process)))))
       (setf (lispm-sessions--queue-importer queue) importer
             (lispm-sessions--queue-output queue) "")
+      ;; The folder of its pinned files, swept of what others left.
+      (lispm-sessions--copies queue)
       importer))))
 
 (defun lispm-sessions--record (queue job)
@@ -1842,12 +1863,16 @@ benchmarks only: LispM itself never waits for git."
 (defun lispm-session--write (file)
   "Write the current buffer to FILE, its session file, whole and at once.
 The document goes to a new file renamed over FILE
-\(`lispm-write-file-whole'): a crash leaves the document saved last or
-this one, never one cut.  It is not flushed: what Emacs wrote
-survives Emacs's own end, the kernel keeps it.  Nothing is written if
-nothing changed since the last save and the file is as it left it.
-The text is encoded first, then written as bytes: `write-region'
-encoding a buffer costs ten times more."
+\(`lispm-write-file-whole'): a SIGKILL at any moment leaves the
+document saved last or this one, never one cut, and a commit's pinned
+name (`lispm-sessions--pin') keeps the file it was given.  Nothing is
+flushed to disk, here or at a turn's end: the kernel keeps what Emacs
+wrote when Emacs dies, and a flush would cost each step a millisecond
+and more, waiting on the disk; a turn's commit is written, and flushed,
+by git.  Nothing is written if nothing changed since the last save and
+the file is as it left it.  The text's bytes are the buffer's own,
+made unibyte (as `encode-coding-string' to `utf-8-unix' gives them, a
+raw byte one byte, at a third of its cost), written as they are."
   (let ((inhibit-message t)
         (exists (file-exists-p file)))
     (unless (or (verify-visited-file-modtime) (not exists))
@@ -1860,8 +1885,11 @@ encoding a buffer costs ten times more."
       (setq lispm-session--dirty (point-min)))
     (when (or lispm-session--dirty (not exists))
       (lispm-write-file-whole
-       file (encode-coding-string (buffer-substring-no-properties (point-min) (point-max))
-                                  'utf-8-unix t)
+       file (let ((buffer (current-buffer)))
+              (with-temp-buffer
+                (insert-buffer-substring-no-properties buffer)
+                (set-buffer-multibyte nil)
+                (buffer-string)))
        nil t)
       (set-visited-file-modtime)
       (set-buffer-modified-p nil)
