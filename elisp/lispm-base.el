@@ -88,8 +88,6 @@
 
 ;;; Code:
 
-(eval-when-compile (require 'cl-lib))
-
 (defgroup lispm nil
   "A Lisp Machine for AI agents: agent terminals, a sidecar and apps."
   :group 'tools
@@ -170,13 +168,34 @@ Return what `insert-file-contents' returns."
 ;;; Writing files whole
 
 ;; Every file LispM writes for an agent, or for itself, is replaced at
-;; once: the new text goes to a new file in the same folder, which is
-;; flushed to disk and then renamed over the old name.  A crash at any
-;; moment leaves the old file or the new one, never one cut short.  The
-;; file keeps its modes, its extended attributes and, where the system
-;; allows it, its owner and group; a symbolic link stays a link, and
-;; its target gets the new text.  A hard link no longer shares the new
-;; text: the name gets a new file.
+;; once: the new text goes to a new file (.lispm-save-XXXXXX) in the
+;; folder of the file, which is flushed to disk, given the old file's
+;; modes, extended attributes and owner, and then renamed over the old
+;; name.  A crash at any moment leaves the old file or the new one,
+;; never one cut short (at worst the new file stays beside it, unnamed);
+;; a failure leaves the old file as it was and no new file.
+;;
+;; - A symbolic link stays a link pointing where it did: the new file is
+;;   written beside the link's target and renamed over the target.
+;; - The owner and group are kept where the system allows it: when the
+;;   new file's differ from the old one's (Emacs runs as root and the
+;;   file is another user's, or a folder gives new files its group),
+;;   the new file is given them by `chown' before the rename; a refusal
+;;   is ignored, the text matters more.  Emacs has no `chown' of its
+;;   own, so that is one short process, only when they differ.
+;; - A hard link no longer shares the new text: the name gets a new
+;;   file, the other names keep the old text (as with Emacs's own
+;;   `file-precious-flag').
+;; - A folder LispM may not write in gets a `file-error': a file there
+;;   cannot be replaced whole, and is not written in place instead.
+;;
+;; A buffer visiting the file is saved by `save-buffer' itself, whose
+;; hooks, backup, coding system and visited-file time stay as they
+;; are: only the writing is `lispm--save-visited-whole''s.  Emacs's
+;; `file-precious-flag' alone is not enough: it writes beside the link
+;; rather than its target (across file systems that rename is a copy,
+;; in place), leaves its new file behind when the write fails, keeps
+;; no owner, and gives the modes only after the rename.
 
 (defun lispm--file-traits (file)
   "Return what FILE's replacement must keep of it: (ATTRIBUTES MODES EXTENDED).
@@ -190,17 +209,45 @@ MODES are those a new file gets."
 (defun lispm--give-traits (file traits)
   "Give FILE, a new file to replace another, TRAITS of the other.
 TRAITS is what `lispm--file-traits' returned.  The owner and group
-are given only where the system allows it (root, or a group of the
-user's own): a refusal is ignored, the text matters more."
+are given only when FILE's differ, and where the system allows it:
+a refusal is ignored."
   (pcase-let ((`(,attributes ,modes ,extended) traits))
-    (when attributes
+    (when (and attributes (not (file-remote-p file)))
       (let ((uid (file-attribute-user-id attributes))
-            (gid (file-attribute-group-id attributes)))
-        (unless (and (eql uid (user-uid)) (eql gid (group-gid)))
+            (gid (file-attribute-group-id attributes))
+            (own (file-attributes file 'integer)))
+        (unless (and (eql uid (file-attribute-user-id own))
+                     (eql gid (file-attribute-group-id own)))
           (when-let* ((chown (executable-find "chown")))
             (call-process chown nil nil nil (format "%d:%d" uid gid) "--" file)))))
     (when extended (ignore-errors (set-file-extended-attributes file extended)))
     (set-file-modes file modes)))
+
+(defun lispm--file-target (file)
+  "Return the name FILE's new text is to take: FILE's own, or its link's target."
+  (let ((file (expand-file-name file)))
+    (if (file-symlink-p file) (expand-file-name (file-chase-links file)) file)))
+
+(defun lispm--replace-whole (target write)
+  "Replace the file TARGET whole by what WRITE writes.
+WRITE is called with the name of a new file beside TARGET, and
+writes the new text there.  The new file gets TARGET's modes,
+attributes and owner and is renamed over TARGET.  If anything fails,
+TARGET is as it was, the new file is deleted and the error goes on."
+  (let ((directory (file-name-directory target)))
+    (when (and (file-directory-p directory) (not (file-writable-p directory)))
+      (signal 'file-error (list "Cannot replace a file whole (folder not writable)"
+                                directory)))
+    (let ((traits (lispm--file-traits target))
+          (temp (make-temp-file (expand-file-name ".lispm-save-" directory))))
+      (condition-case err
+          (progn
+            (funcall write temp)
+            (lispm--give-traits temp traits)
+            (rename-file temp target t))
+        ((debug error)
+         (ignore-errors (delete-file temp))
+         (signal (car err) (cdr err)))))))
 
 (defun lispm-write-file-whole (file text &optional coding no-flush)
   "Make TEXT, a string, the whole text of FILE, at once.
@@ -209,47 +256,65 @@ to a new file beside FILE's target, flushed unless NO-FLUSH is
 non-nil, given FILE's modes, attributes and owner, and renamed over
 it.  A symbolic link FILE stays one.  If anything fails, FILE is as it
 was, no new file is left, and the error goes on."
-  (let* ((file (expand-file-name file))
-         (target (if (file-symlink-p file) (file-chase-links file) file))
-         (traits (lispm--file-traits target))
-         (temp (make-temp-file (expand-file-name ".lispm-save-" (file-name-directory target)))))
-    (condition-case err
-        (let ((coding-system-for-write (or coding 'no-conversion))
-              (write-region-inhibit-fsync no-flush)
-              (write-region-annotate-functions nil)
-              (write-region-post-annotation-function nil)
-              (file-name-handler-alist nil))
-          (write-region text nil temp nil 'silent)
-          (lispm--give-traits temp traits)
-          (rename-file temp target t))
-      (error (ignore-errors (delete-file temp))
-             (signal (car err) (cdr err))))))
+  (lispm--replace-whole
+   (lispm--file-target file)
+   (lambda (temp)
+     (let ((coding-system-for-write (or coding 'no-conversion))
+           (write-region-inhibit-fsync no-flush)
+           (write-region-annotate-functions nil)
+           (write-region-post-annotation-function nil)
+           (file-name-handler-alist nil))
+       (write-region text nil temp nil 'silent)))))
+
+(defun lispm--save-visited-whole ()
+  "Write the current buffer to its visited file, whole and flushed; return t.
+For `write-file-functions', where `lispm-save-buffer-whole' puts it:
+it does what `basic-save-buffer-1' would (the backup, by copying; the
+coding system; the visited file's time; asking before writing a
+write-protected file), writing as `lispm--replace-whole' does.  If
+the file's folder is gone, return nil: `save-buffer' then asks to
+make it, and writes a file that had no old text to lose."
+  (let ((file buffer-file-name)
+        (target (lispm--file-target buffer-file-name))
+        (old-modtime (visited-file-modtime)))
+    (when (file-directory-p (file-name-directory target))
+      (when (and (file-exists-p target) (not (file-writable-p target))
+                 (not (yes-or-no-p (format "File %s is write-protected; try to save anyway? "
+                                           (file-name-nondirectory file)))))
+        (signal 'file-error (list "Attempt to save to a file that you aren't allowed to write"
+                                  file)))
+      (unless buffer-backed-up
+        (let ((file-precious-flag t))   ; A backup by copying: the file stays.
+          (with-demoted-errors "Backing up buffer: %s" (backup-buffer))))
+      (let ((coding-system-for-write (or save-buffer-coding-system coding-system-for-write))
+            (write-region-inhibit-fsync nil))
+        ;; Cleared so that writing does not take the file's change on
+        ;; disk (an agent's overwrite) for a threat, as Emacs does.
+        (clear-visited-file-modtime)
+        (condition-case err
+            (lispm--replace-whole
+             target (lambda (temp)
+                      ;; nil nil: the whole buffer, as `save-buffer' writes it.
+                      (write-region nil nil temp nil file buffer-file-truename)))
+          (error (set-visited-file-modtime old-modtime)
+                 (signal (car err) (cdr err)))))
+      (when save-silently (message nil))
+      (when buffer-file-coding-system-explicit
+        (setcar buffer-file-coding-system-explicit last-coding-system-used))
+      t)))
 
 (defun lispm-save-buffer-whole ()
   "Save the current buffer as `save-buffer' does, its file replaced at once.
-The hooks, the coding system, the backup and the visited file's time
-are `save-buffer''s; the file is written as `lispm-write-file-whole'
-writes (Emacs's `file-precious-flag'), flushed, and gets the old
-file's modes, attributes and owner before it takes its name.  A
-folder LispM may not write in gets a `file-error': there the file
-cannot be replaced whole."
-  (let* ((target (expand-file-name (file-chase-links buffer-file-name)))
-         (directory (file-name-directory target))
-         (traits (lispm--file-traits target))
-         (rename (symbol-function 'rename-file)))
-    (when (and (file-directory-p directory) (not (file-writable-p directory)))
-      (signal 'file-error (list "Cannot save whole (folder not writable)" directory)))
-    (let ((file-precious-flag t)
-          (file-preserve-symlinks-on-save t)
-          (write-region-inhibit-fsync nil))
-      ;; `save-buffer' gives the new file the old one's modes only
-      ;; after renaming it: a crash between the two would leave 0600.
-      (cl-letf (((symbol-function 'rename-file)
-                 (lambda (from to &optional ok-if-exists)
-                   (when (equal (expand-file-name to) target)
-                     (lispm--give-traits from traits))
-                   (funcall rename from to ok-if-exists))))
-        (save-buffer)))))
+The hooks, the backup, the coding system and the visited file's time
+are `save-buffer''s; only the writing differs: the buffer goes to a
+new file beside the file's target, flushed, given the old file's
+modes, attributes and owner, and renamed over it.  If the save fails,
+the file is as it was and no new file is left.  A folder LispM may not
+write in gets a `file-error': there the file cannot be replaced whole.
+A hook of the buffer that writes the file itself still does."
+  (let ((write-file-functions (append write-file-functions
+                                      (list #'lispm--save-visited-whole))))
+    (save-buffer)))
 
 ;;; Text from agents
 
