@@ -97,6 +97,15 @@ Called by `lispm-agents-unregister', after ACTOR is `exited'."
   (ignore actor)
   nil)
 
+(cl-defgeneric lispm-actor-awaiting-absent (actor)
+  "Return the requests ACTOR waits on, asked of an agent not running here.
+Each is (REQUEST-ID . NAME), NAME the agent asked: after a restart, no
+answer can come until NAME is resumed (`lispm-resume-agents') or
+forgotten (`lispm-forget-agents', which ends the request and so the
+wait).  The default: none, as a terminal agent's asks do not wait."
+  (ignore actor)
+  nil)
+
 (cl-defmethod lispm-actor-left ((agent lispm-agent))
   "Stop AGENT's MCP server, if it has one yet."
   ;; Without a port its server is still starting; `lispm-agents--launch'

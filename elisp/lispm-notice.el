@@ -24,6 +24,10 @@
 ;;   stopped   an own agent's turn stopped at a condition: a restart waits
 ;;   done      a turn the user started is over, and its buffer has not
 ;;             been shown since
+;;   no-answer an own agent, reopened after a restart, waits on a request
+;;             asked of an agent that runs nowhere here: no answer can
+;;             come until it is resumed or forgotten
+;;             (`lispm-actor-awaiting-absent')
 ;;
 ;; A turn "the user started": an own agent's whose prompt is not a
 ;; message from another agent; a terminal agent's that went busy while
@@ -95,8 +99,8 @@ started by a message from another agent, not by you."
 
 (defun lispm-notice-reasons (actor)
   "Return why ACTOR needs the user now, a list of (SYMBOL . TEXT), or nil.
-SYMBOL is `approval', `prompt', `stopped' or `done' (see the
-Commentary of lispm-notice.el); TEXT says it in a few words."
+SYMBOL is `approval', `prompt', `stopped', `done' or `no-answer' (see
+the Commentary of lispm-notice.el); TEXT says it in a few words."
   (let ((approvals (lispm-approvals-count actor))
         (activity (lispm-actor-activity actor)))
     (append
@@ -105,7 +109,13 @@ Commentary of lispm-notice.el); TEXT says it in a few words."
      (and (lispm-agent-p actor) (eq activity 'waiting-for-approval)
           (list (cons 'prompt "approval prompt")))
      (and (eq activity 'stopped) (list (cons 'stopped "stopped at a condition")))
-     (and (gethash actor lispm-notice--unseen) (list (cons 'done "turn done"))))))
+     (and (gethash actor lispm-notice--unseen) (list (cons 'done "turn done")))
+     (and-let* ((absent (lispm-actor-awaiting-absent actor)))
+       (list (cons 'no-answer
+                   (mapconcat (lambda (request)
+                                (format "%s waits on %s, which is not running"
+                                        (car request) (cdr request)))
+                              absent ", ")))))))
 
 (defun lispm-notice-needs-you-p (actor)
   "Return non-nil if ACTOR waits for the user (see `lispm-notice-reasons')."

@@ -100,6 +100,8 @@ they are kept word for word."
   (pending nil :documentation "Texts waiting for the turn's end, oldest first.")
   (answered nil :documentation "The requests whose answers a call of it took.")
   (asked nil :documentation "The ids of the requests asked of it that this Emacs handed it.")
+  (awaited nil :documentation "Alist of the ids of the requests its calls waited on in an
+earlier Emacs, still open, to the agent each was asked of.")
   (compacting nil :documentation "Non-nil while the older turns are summarised."))
 
 (defvar-local lispm-agent--session-of nil
@@ -298,13 +300,37 @@ Emacs took and never answered is AGENT's input, as if delivered now."
            (message "LispM: %s could not learn of its requests: %s"
                     (lispm-actor-name agent) (plist-get answer :error))
          (dolist (request (plist-get answer :requests))
-           (when-let* ((result (lispm-messages-request-outcome request)))
-             (lispm-agent--answer agent (plist-get request :request_id) result)))
+           (if-let* ((result (lispm-messages-request-outcome request)))
+               (lispm-agent--answer agent (plist-get request :request_id) result)
+             (push (cons (plist-get request :request_id) (plist-get request :asked))
+                   (lispm-own-agent-awaited agent))))
+         (lispm-agent--say-absent agent)
          ;; The queue may have handed one over already, since registering.
          (dolist (request (plist-get answer :open_to_you))
            (unless (member (plist-get request :request_id) (lispm-own-agent-asked agent))
              (push (plist-get request :request_id) (lispm-own-agent-asked agent))
              (lispm-agent-send agent (plist-get request :text)))))))))
+
+(cl-defmethod lispm-actor-awaiting-absent ((agent lispm-own-agent))
+  "Return the requests AGENT waits on, asked of an agent not running here.
+Only those an earlier Emacs's calls waited on: an ask of this Emacs
+ends when its agent leaves (the ledger's notice answers it)."
+  (let ((waiting (lispm-agent-waiting-requests agent)))
+    (cl-loop for (id . asked) in (reverse (lispm-own-agent-awaited agent))
+             when (and (member id waiting) (stringp asked) (not (lispm-agent-get asked)))
+             collect (cons id asked))))
+
+(defun lispm-agent--say-absent (agent)
+  "Say in AGENT's session, and to the agent list, which waits cannot end yet.
+Those are the requests asked of an agent that runs in no Emacs here."
+  (when-let* ((absent (lispm-actor-awaiting-absent agent)))
+    (lispm-session-insert-note
+     (lispm-own-agent-buffer agent)
+     (format "No answer can come to %s until %s runs again: M-x lispm-resume-agents \
+resumes it; M-x lispm-forget-agents ends what waits on it, and so this wait"
+             (string-join (mapcar #'car absent) ", ")
+             (string-join (delete-dups (mapcar #'cdr absent)) ", ")))
+    (run-hooks 'lispm-agents-changed-hook)))
 
 (defun lispm-agent-stopped (turn)
   "Show the condition TURN stopped at, if it is a turn of an own agent."

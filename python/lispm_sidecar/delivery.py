@@ -25,6 +25,11 @@ An agent whose ask waits for its answer (LispM's own: its kind's adapter
 says `answers_anytime`) takes an answer to one of its requests — a reply,
 or the notice that the asked agent ended without one — whatever it is
 doing: such answers go first, and the rest waits for *idle* as ever.
+
+A message the hand-over refuses with an error fails (`on_failed`, the
+Messenger's `undelivered`): a request ends, as no answer can come, and
+its asker is told at once, with the reason, so an asker that waits stops
+waiting; the live agent that sent a plain message is told too.
 """
 
 from __future__ import annotations

@@ -382,6 +382,45 @@ Return what the `emacs/deliver' handler answers."
             (should (string-search "xyzzy" text))
             (should (string-search "Done for claude." text))))))))
 
+(ert-deftest lispm-own-ask-test-a-wait-on-an-agent-not-running-says-so ()
+  ;; Reopened after a crash, emacs waits on R1 to claude, which runs in
+  ;; no Emacs (neither resumed nor forgotten): no answer can come until
+  ;; it is.  The session, the agent list's reason and the mode line say
+  ;; so, and stop saying so once claude runs again.
+  (lispm-own-ask-test--with (folder '((read allow) (message allow)))
+    (let* ((first (lispm-own-ask-test--agent folder))
+           (file (buffer-local-value 'lispm-session-file (lispm-own-agent-buffer first))))
+      (setq lispm-own-ask-test--script
+            (list (list (lispm-own-ask-test--call "c1" "ask_agent" :to "claude" :request "x?")
+                        '(:type "done"))))
+      (lispm-agent-send first "Ask claude.")
+      (should (lispm-own-ask-test--until
+               (lambda () (equal (lispm-agent-waiting-requests first) '("R1")))))
+      (let ((saved (lispm-own-ask-test--file-text first)))
+        (let ((buffer (lispm-own-agent-buffer first)))
+          (with-current-buffer buffer (set-buffer-modified-p nil))
+          (kill-buffer buffer))
+        (with-temp-file file (insert saved)))
+      (setq lispm-own-ask-test--requests-answer
+            (list :requests (vector (list :request_id "R1" :asker "emacs" :asked "claude"
+                                          :state "open" :reply nil :notice nil))
+                  :open_to_you []))
+      (let ((agent (lispm-agent-resume file)))
+        (should (lispm-own-ask-test--until
+                 (lambda () (assq 'no-answer (lispm-notice-reasons agent)))))
+        (should (equal (lispm-actor-awaiting-absent agent) '(("R1" . "claude"))))
+        (should (equal (cdr (assq 'no-answer (lispm-notice-reasons agent)))
+                       "R1 waits on claude, which is not running"))
+        (should (eq (lispm-actor-activity agent) 'waiting-for-reply))
+        (should (string-search "lispm-resume-agents"
+                               (with-current-buffer (lispm-own-agent-buffer agent)
+                                 (buffer-string))))
+        (should (string-search "needs you" lispm-notice-mode-line))
+        ;; claude runs again: its answer can come, nothing needs the user.
+        (lispm-test-add-agent :kind 'claude :name "claude")
+        (should-not (lispm-actor-awaiting-absent agent))
+        (should-not (lispm-notice-reasons agent))))))
+
 (ert-deftest lispm-own-ask-test-a-taken-name-does-not-resume ()
   (lispm-own-ask-test--with (folder '((read allow) (message allow)))
     (let* ((first (lispm-own-ask-test--agent folder))
