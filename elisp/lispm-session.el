@@ -81,9 +81,9 @@
 ;; for: each turn's commit holds the file as it was when the turn
 ;; ended, with the author LispM <lispm@localhost>, no hooks, no
 ;; signing and no configuration but the repository's own.  Emacs
-;; gives a long-lived shell one short line per commit; the shell
-;; copies the file and feeds `git fast-import' (see "Saving and
-;; committing").  If git is missing or the directory cannot be made
+;; gives a long-lived shell one short record per commit, naming a
+;; pinned copy of the file; the shell feeds `git fast-import' the
+;; whole record with the file's bytes (see "Saving and committing").  If git is missing or the directory cannot be made
 ;; a repository, the session is saved all the same, with one warning
 ;; per Emacs session.
 
@@ -1401,6 +1401,12 @@ Leading empty lines and trailing blanks are left out."
 (defconst lispm-sessions--gc-every 100
   "After this many commits, `git gc --auto' gathers the importer's packs.")
 
+(defconst lispm-sessions--in-flight 32
+  "At most this many commits are given to the importer and not yet made.
+A record is a few hundred bytes: well under a pipe's 64 KiB, so
+`process-send-string' never waits on a shell or git that stopped
+reading; the rest waits in the queue until git says it made some.")
+
 (defvar lispm-sessions--queues (make-hash-table :test #'equal)
   "The commit queue of each sessions directory.")
 
@@ -1591,7 +1597,10 @@ after `lispm-session--git-timeout' seconds."
     ;; Keep what may be an error, and the start of a line to come.
     (setf (lispm-sessions--queue-output queue)
           (let ((rest (substring output start)))
-            (if (> (length rest) 4000) (substring rest -4000) rest)))))
+            (if (> (length rest) 4000) (substring rest -4000) rest)))
+    ;; Room again for what waited (`lispm-sessions--in-flight').
+    (when (and (> start 0) (lispm-sessions--queue-pending queue))
+      (lispm-sessions--next queue))))
 
 (defun lispm-sessions--importer-ended (queue process)
   "Note that PROCESS, QUEUE's importer, ended; fail what it did not commit."
@@ -1716,7 +1725,9 @@ made one line."
      ;; commits wait for the next turn's.
      ((eq (process-status importer) 'stop))
      (t
-      (while (lispm-sessions--queue-pending queue)
+      (while (and (lispm-sessions--queue-pending queue)
+                  (< (length (lispm-sessions--queue-sent queue))
+                     lispm-sessions--in-flight))
         (let ((job (pop (lispm-sessions--queue-pending queue))))
           (plist-put job :serial (cl-incf (lispm-sessions--queue-serial queue)))
           (setf (lispm-sessions--queue-sent queue)

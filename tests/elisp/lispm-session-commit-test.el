@@ -233,4 +233,44 @@ The next commit is made on top of the last one made."
                              sessions "show" (concat "HEAD^:" name)))
                        (decode-coding-string (cadr texts) 'utf-8-unix)))))))
 
+(defun lispm-session-commit-test--children (pid)
+  "Return the processes whose parent is PID, as (PID . COMMAND)."
+  (cl-loop for child in (list-system-processes)
+           for attributes = (process-attributes child)
+           when (eql (alist-get 'ppid attributes) pid)
+           collect (cons child (alist-get 'comm attributes))))
+
+(ert-deftest lispm-session-commit-test-a-stopped-git-never-blocks-emacs ()
+  "With git stopped, Emacs gives the importer a few records, not a pipe's worth.
+Three hundred turns end while git reads nothing: had Emacs written
+them all, the shell's pipe would fill and `process-send-string' would
+wait on it for ever.  Once git goes on, every commit is made, in order."
+  (lispm-session-commit-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (queue nil) (git nil))
+      (lispm-session-begin-turn buffer "turn 0")
+      (lispm-session-end-turn buffer)
+      (should (lispm-sessions-wait-for-commits 30))
+      (setq queue (gethash sessions lispm-sessions--queues)
+            git (car (rassoc "git" (lispm-session-commit-test--children
+                                    (process-id (lispm-sessions--queue-importer queue))))))
+      (should git)
+      (signal-process git 'SIGSTOP)
+      (unwind-protect
+          (dotimes (n 300)
+            (lispm-session-begin-turn buffer (format "turn %d %s" (1+ n) (make-string 400 ?w)))
+            (lispm-session-end-turn buffer)
+            (should (<= (length (lispm-sessions--queue-sent queue))
+                        lispm-sessions--in-flight)))
+        (signal-process git 'SIGCONT))
+      (should (> (length (lispm-sessions--queue-pending queue)) 0))
+      (should (lispm-sessions-wait-for-commits 60))
+      (should (= (lispm-sessions--queue-failed queue) 0))
+      (let ((subjects (split-string (car (lispm-session-commit-test--git
+                                          sessions "log" "--format=%s"))
+                                    "\n" t)))
+        (should (= (length subjects) 301))
+        (should (string-match-p " turn 301: turn 300 " (car subjects)))
+        (should (string-match-p " turn 1: turn 0\\'" (car (last subjects))))))))
+
 ;;; lispm-session-commit-test.el ends here
