@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .bench_agent import compiled_lispm
 from .core import (
     BENCH_DIR,
     Context,
@@ -31,8 +32,11 @@ TIMEOUT = 300
 async def run_emacs(context: Context, turns: int = TURNS) -> dict[str, Any]:
     """Run `session-bench.el` and return the JSON it printed."""
     env = context.env(context.runtime_dir("session"), LISPM_BENCH_SESSION_TURNS=str(turns))
+    # Byte-compiled, as an installed package runs.
+    elisp = await compiled_lispm(context)
     return await run_emacs_json(
-        context.emacs_command("-l", str(BENCH_DIR / "session-bench.el")), env,
+        [context.emacs, "--batch", "-Q", "-L", str(elisp), "-L", str(elisp / "apps"),
+         "-l", str(BENCH_DIR / "session-bench.el")], env,
         "session-bench.el", TIMEOUT)
 
 
