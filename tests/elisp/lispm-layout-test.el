@@ -222,6 +222,12 @@ Upward: TO requires FROM, so that FROM could not require TO."
                            (expand-file-name "lispm.el" lispm-directory)))
                    nil))))
 
+(ert-deftest lispm-layout-test-the-sessions-plumbing-knows-no-org ()
+  (let ((edges (lispm-layout-test--edges
+                (expand-file-name "lispm-session-git.el" lispm-directory))))
+    (should (equal (sort (car edges) #'string<) '("cl-lib" "subr-x")))
+    (should (equal (cdr edges) nil))))
+
 ;;; The checks themselves
 
 (defmacro lispm-layout-test--with-tree (files &rest body)
