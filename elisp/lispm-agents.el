@@ -169,10 +169,6 @@ wait).  The default: none, as a terminal agent's asks do not wait."
 `lispm-define-agent-kind' calls this, with all else a kind needs."
   (setf (alist-get kind lispm-agent-kinds) description))
 
-(define-obsolete-function-alias 'lispm-agents-define-kind
-  #'lispm-agents-register-kind "0.1.0"
-  "Make KIND, a symbol, an agent kind; use `lispm-define-agent-kind' instead.")
-
 (defmacro lispm-define-agent-kind (kind &rest properties)
   "Define KIND, a symbol, as a kind of agent, with what every kind has.
 PROPERTIES are keywords with literal strings:

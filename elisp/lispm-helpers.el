@@ -125,7 +125,7 @@ with the sidecar, and its session notes who asked.  Signal
          (format "%s, role %s: started by the user." (lispm-actor-name agent) role)))
       agent)))
 
-(defvar lispm-helpers-unasked-seconds 60
+(defconst lispm-helpers-unasked-seconds 60
   "Seconds after which a helper that was never given a request retires.")
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/start-helper)) params)

@@ -836,11 +836,6 @@ and the `lispm-change' made, if any, as `:changes'."
                                (lispm-tools--relative agent file) (length text)))
      (and change (list change)))))
 
-;;; Diffs
-
-(define-obsolete-function-alias 'lispm-tools-diff #'lispm-edit-diff "0.2")
-(define-obsolete-function-alias 'lispm-tools-apply-diff #'lispm-edit-apply-diff "0.2")
-
 ;;; Reading tools
 
 (defun lispm-tools--read-note (offset shown total)

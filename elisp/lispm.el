@@ -38,43 +38,57 @@
 ;;   M-x lispm-inspect       one agent, whole: policy, approvals, inbox, calls
 ;;   M-x lispm-apps          the App Store and its Classic AI shelf
 ;;
-;; The files, one concern each:
-;;   lispm-base.el      group, version, root error
+;; The files, one concern each, by layer (magit's way: plumbing under
+;; the domain, views over it, features on top).  A file requires files
+;; of its own layer or of those under it, except lispm-approvals.el,
+;; which draws with lispm-present.el, and the cycles
+;; tests/elisp/lispm-layout-test.el lists.
+;;
+;; Plumbing: processes and files, no agent in sight
+;;   lispm-base.el      group, version, root error and codes; files read and written whole
 ;;   lispm-sidecar.el   start/restart the sidecar, JSON-RPC both ways
 ;;   lispm-term.el      terminal backends: vterm, eat, term (with fixes)
+;;   lispm-edit.el      editing as one undo step, change records, revert
+;;   lispm-session-git.el  the sessions' commits, in order, through git fast-import
+;;   lispm-model.el     the models (`lispm-models'), streamed by the sidecar
+;;   lispm-lisp.el      run_lisp's language: reader, checker and fuel
+;;   lispm-lisp-child.el  the Emacs a run_lisp program runs in
+;;
+;; Domain: agents, what they may do, and how they talk
 ;;   lispm-agents.el    the agent registry and its lifecycle
 ;;   lispm-claude.el, lispm-codex.el, lispm-holon.el   one adapter per CLI
 ;;   lispm-hermes.el    Hermes, with its MCP bridge and one-time setup
 ;;   lispm-openclaw.el  OpenClaw, a Gateway's session
 ;;   lispm-resume.el    agents remembered, resumed after Emacs restarts
-;;   lispm-list.el      the agent list
+;;   lispm-policy.el    allow / ask / deny per role and kind
+;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
+;;   lispm-secrets.el   what no tool shows an agent: keys, passwords, tokens
+;;   lispm-tools.el     LispM's tool registry and its base tools
+;;   lispm-skills.el    org-file skills, and trusting a project's code
+;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
+;;   lispm-approvals.el asking the user: the approvals and their buffer
+;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
+;;   lispm-messages.el  messaging for actors that live in Emacs
 ;;   lispm-paste.el     pasting a due message into a composer
+;;   lispm-session.el   the own agent's session: an Org file, committed to git
+;;   lispm-turn.el      one turn of the own agent: the loop, its state, restarts
+;;   lispm-run-lisp.el  the run_lisp tool: programs whose tool calls pass the policy
+;;   lispm-helpers.el   helpers started from roles; the agents and roles listed
+;;
+;; Views: what the user reads and acts on
 ;;   lispm-present.el   messages with live places and agent names
+;;   lispm-list.el      the agent list
 ;;   lispm-ledger.el    the ledger view
 ;;   lispm-inspect.el   the inspector: one agent, whole, live
+;;   lispm-notice.el    when an agent needs you: the list's mark, the mode line
+;;   lispm-condition.el a failed turn's condition and restarts, as in SLIME
+;;
+;; Features: what a user, or an agent, reaches first
+;;   lispm.el           this file: the commands above, M-x lispm-start-agent
+;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
 ;;   lispm-menu.el      the one menu (transient)
 ;;   lispm-views.el     Emacs as the agents see it: the editor-state push
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
-;;   lispm-policy.el    allow / ask / deny per role and kind
-;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
-;;   lispm-helpers.el   helpers started from roles; the agents and roles listed
-;;   lispm-approvals.el the approvals buffer
-;;   lispm-notice.el    when an agent needs you: the list's mark, the mode line
-;;   lispm-edit.el      editing as one undo step, change records, revert
-;;   lispm-tools.el     LispM's tool registry and its base tools
-;;   lispm-secrets.el   what no tool shows an agent: keys, passwords, tokens
-;;   lispm-skills.el    org-file skills, and trusting a project's code
-;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
-;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
-;;   lispm-messages.el  messaging for actors that live in Emacs
-;;   lispm-model.el     the models (`lispm-models'), streamed by the sidecar
-;;   lispm-session.el   the own agent's session: an Org file, committed to git
-;;   lispm-turn.el      one turn of the own agent: the loop, its state, restarts
-;;   lispm-condition.el a failed turn's condition and restarts, as in SLIME
-;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
-;;   lispm-lisp.el      run_lisp's language: reader, checker and fuel
-;;   lispm-run-lisp.el  the run_lisp tool: programs whose tool calls pass the policy
-;;   lispm-lisp-child.el  the Emacs a run_lisp program runs in
 ;;   lispm-apps.el, apps/   the App Store and its apps
 
 ;;; Code:

@@ -42,6 +42,7 @@ from typing import Protocol, runtime_checkable
 
 from .errors import LispmError, NotNow
 from .ledger import Ledger, Message
+from .protocol import PASTE, PASTE_READY, PasteParams, PasteReadyParams
 from .rpc import EmacsLink
 from .sanitize import sanitize
 from .watchers import AgentActivity, Watcher
@@ -101,11 +102,11 @@ class ComposerHandover:
         self._link = link
 
     async def hand_over(self, name: str, instance: int, message: Message, text: str) -> bool:
-        await self._link.request("emacs/paste", {"name": name, "instance": instance, "text": text})
+        await self._link.request(PASTE, PasteParams(name=name, instance=instance, text=text))
         return False
 
     async def ready(self, name: str, instance: int) -> None:
-        await self._link.request("emacs/paste-ready", {"name": name, "instance": instance})
+        await self._link.request(PASTE_READY, PasteReadyParams(name=name, instance=instance))
 
 
 class DeliveryQueue:

@@ -17,9 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import LispmError
+from .protocol import (
+    CALL_TOOL,
+    SEARCH_TOOLS,
+    SKILL,
+    CallToolParams,
+    SearchToolsParams,
+    SkillParams,
+)
 from .rpc import DECISION_TIMEOUT, EmacsLink
 
 
@@ -46,17 +55,17 @@ class LispTools:
     async def search(self, agent: str, instance: int, query: str) -> list[dict[str, Any]]:
         """Return the tools and skills matching QUERY."""
         answer = await self._link.request(
-            "emacs/search-tools", {"name": agent, "instance": instance, "query": query})
+            SEARCH_TOOLS, SearchToolsParams(name=agent, instance=instance, query=query))
         results = answer.get("results") if isinstance(answer, dict) else None
         return list(results) if isinstance(results, list) else []
 
     async def skill(self, agent: str, instance: int, name: str) -> dict[str, Any]:
         """Load the skill NAME for AGENT; return its instructions and whether its code loaded."""
         answer = await self._link.request(
-            "emacs/skill", {"name": agent, "instance": instance, "skill": name})
+            SKILL, SkillParams(name=agent, instance=instance, skill=name))
         if not isinstance(answer, dict):
             raise LispmError(f"no skill {name!r}")
-        return answer
+        return dict[str, Any](answer)
 
     async def call(self, agent: str, instance: int, tool: str, args: dict[str, Any]) -> str:
         """Run TOOL with ARGS as AGENT and return its text; raise `ToolFailed` if it fails."""
@@ -64,9 +73,9 @@ class LispTools:
         later: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = later
         try:
-            answer = await self._link.request("emacs/call-tool", {
-                "name": agent, "instance": instance, "call_id": call_id,
-                "tool": tool, "args": args})
+            now = await self._link.request(CALL_TOOL, CallToolParams(
+                name=agent, instance=instance, call_id=call_id, tool=tool, args=args))
+            answer: Mapping[str, Any] = now
             if isinstance(answer, dict) and answer.get("pending"):
                 within = _seconds(answer.get("within"), DECISION_TIMEOUT)
                 try:

@@ -14,7 +14,7 @@ import contextvars
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast
 
 from lsprotocol import converters
 from lsprotocol.types import ResponseError, ResponseErrorMessage
@@ -227,32 +227,24 @@ class EmacsLink:
         """Send Emacs the notification METHOD."""
         self.protocol.notify(method.name, params)
 
-    @overload
-    async def request(self, method: Method[P, Any], params: P,
-                      within: float = EMACS_TIMEOUT) -> Any: ...
+    async def request(self, method: Method[P, R], params: P,
+                      within: float = EMACS_TIMEOUT) -> R:
+        """Ask Emacs METHOD, a `Method` of `protocol.py`, and return its answer.
 
-    @overload
-    async def request(self, method: str, params: Mapping[str, Any],
-                      within: float = EMACS_TIMEOUT) -> Any: ...
-
-    async def request(self, method: Method[Any, Any] | str, params: Mapping[str, Any],
-                      within: float = EMACS_TIMEOUT) -> Any:
-        """Ask Emacs METHOD (a `Method` of `protocol.py`, or its name) and return its answer.
-
-        Raises `EmacsUnavailable` if Emacs answers with an error or not within
-        WITHIN seconds.
+        The answer is typed as METHOD's result, as Emacs's handler promises;
+        it is not checked.  Raises `EmacsUnavailable` if Emacs answers with
+        an error or not within WITHIN seconds.
         """
-        if isinstance(method, Method):
-            method = method.name
+        name = method.name
         msg_id = str(uuid.uuid4())
-        answer = self.protocol.send_request_async(method, params, msg_id=msg_id)
+        answer = self.protocol.send_request_async(name, params, msg_id=msg_id)
         try:
-            return await asyncio.wait_for(answer, within)
+            return cast(R, await asyncio.wait_for(answer, within))
         except TimeoutError as err:
             # A late answer must find nothing to complete (pygls would raise on it).
             self.protocol.forget(msg_id)
-            raise EmacsUnavailable(f"Emacs did not answer {method} within {within:g} s") from err
+            raise EmacsUnavailable(f"Emacs did not answer {name} within {within:g} s") from err
         except JsonRpcException as err:
             if err.code == NotNow.code:
                 raise NotNow(err.message) from err
-            raise EmacsUnavailable(f"Emacs failed {method}: {err.message}") from err
+            raise EmacsUnavailable(f"Emacs failed {name}: {err.message}") from err

@@ -26,6 +26,7 @@ from pydantic import Field
 from .confine import Visibility
 from .editor import EditorMirror
 from .errors import LispmError, tool_errors
+from .protocol import BUFFER_TEXT, BufferTextParams
 from .rpc import EmacsLink
 
 SELECTION = """\
@@ -71,7 +72,7 @@ class Views:
         found = self.mirror.buffer(self.seen, buffer)
         if found is None:
             raise LispmError(f"no open buffer {buffer!r} that this agent may read")
-        answer = await self.link.request("emacs/buffer-text", {"buffer": found.name})
+        answer = await self.link.request(BUFFER_TEXT, BufferTextParams(buffer=found.name))
         if not isinstance(answer, dict) or not self.seen.buffer_visible(
                 found.name, answer.get("truename"), answer.get("file")):
             raise LispmError(f"buffer {buffer!r} is not readable by this agent")

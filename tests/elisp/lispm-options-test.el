@@ -12,6 +12,9 @@
 (require 'lispm)
 (require 'lispm-apps)
 (require 'lispm-app-blocks)
+(require 'lispm-run-lisp)
+(require 'lispm-helpers)
+(require 'lispm-session)
 
 (defconst lispm-options-test--in-root
   '(lispm-agents-file lispm-views-mode)
@@ -50,7 +53,10 @@
                     (lispm-sidecar-debug-log-size . lispm-sidecar)
                     (lispm-paste-return-delay . lispm-terminal)
                     (lispm-skills-trust-file . lispm-skills)
-                    (lispm-blocks-animate . lispm-blocks)))
+                    (lispm-blocks-animate . lispm-blocks)
+                    (lispm-lisp-default-fuel . lispm-lisp)
+                    (lispm-run-lisp-output-limit . lispm-run-lisp)
+                    (lispm-sessions-git-program . lispm-session)))
       (should (assq (car pair) (get (cdr pair) 'custom-group))))))
 
 (ert-deftest lispm-options-test-tunables-are-options-or-constants ()
@@ -58,7 +64,8 @@
     (should (custom-variable-p option))
     (should (widget-apply (widget-convert (get option 'custom-type)) :match
                           (symbol-value option))))
-  (dolist (constant '(lispm-views-push-delay lispm-edit-replace-max-seconds))
+  (dolist (constant '(lispm-views-push-delay lispm-edit-replace-max-seconds
+                      lispm-helpers-unasked-seconds))
     (should (special-variable-p constant))
     (should-not (custom-variable-p constant))
     (should (get constant 'risky-local-variable))))

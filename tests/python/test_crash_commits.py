@@ -19,7 +19,7 @@ stderr (`lispm-at WHAT`) and stops itself (SIGSTOP) where the test asks
 it to, by advice in its own script on `process-send-string` (the
 commit handed to the importer) and plain calls between the steps; it
 keeps a copy of the file as each turn's end wrote it, when the commit
-is queued (advice on `lispm-sessions--enqueue`).
+is queued (advice on `lispm-sessions-enqueue`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ CHILD = r"""
          (end (lambda (_n) (lispm-session-end-turn buffer))))
     ;; The file as the turn's end wrote it, kept when its commit is queued.
     (advice-add
-     'lispm-sessions--enqueue :before
+     'lispm-sessions-enqueue :before
      (lambda (file message)
        (when (string-match " turn \\([0-9]+\\):" message)
          (copy-file file (expand-file-name (format "turn-%s.org" (match-string 1 message))

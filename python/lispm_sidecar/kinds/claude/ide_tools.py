@@ -22,6 +22,16 @@ import orjson
 from ...confine import Visibility
 from ...editor import EditorMirror
 from ...errors import LispmError
+from ...protocol import (
+    CLOSE_DIFF,
+    OPEN_DIFF,
+    OPEN_FILE,
+    SAVE_DOCUMENT,
+    CloseDiffParams,
+    OpenDiffParams,
+    OpenFileParams,
+    SaveDocumentParams,
+)
 from ...rpc import DECISION_TIMEOUT, EmacsLink
 from .ide import Content, file_uri
 
@@ -74,7 +84,7 @@ class IdeTools:
         if tool == "closeAllDiffTabs":
             count = sum(1 for future in self._diffs.values() if not future.done())
             self._in_background(self.link.request(
-                "emacs/close-diff", {"all": True, "agent": self.name}))
+                CLOSE_DIFF, CloseDiffParams(all=True, agent=self.name)))
             return _text(f"CLOSED_{count}_DIFF_TABS")
         if tool == "close_tab":
             return _text("TAB_CLOSED")
@@ -114,14 +124,15 @@ class IdeTools:
         if tool == "openDiff":
             return await self._open_diff(args)
         if tool == "openFile":
-            await self.link.request("emacs/open-file", {
-                "file": args["filePath"], "start_text": args.get("startText") or None,
-                "end_text": args.get("endText") or None,
-                "select_to_eol": bool(args.get("selectToEndOfLine")),
-                "make_frontmost": args.get("makeFrontmost", True) is not False})
+            await self.link.request(OPEN_FILE, OpenFileParams(
+                file=args["filePath"], start_text=args.get("startText") or None,
+                end_text=args.get("endText") or None,
+                select_to_eol=bool(args.get("selectToEndOfLine")),
+                make_frontmost=args.get("makeFrontmost", True) is not False))
             return _text(f"Opened file: {args['filePath']}")
         if tool == "saveDocument":
-            answer = await self.link.request("emacs/save-document", {"file": args["filePath"]})
+            answer = await self.link.request(
+                SAVE_DOCUMENT, SaveDocumentParams(file=args["filePath"]))
             return _text({"success": bool(answer.get("saved")), "filePath": args["filePath"],
                           "saved": bool(answer.get("saved")), "message": answer.get("message")})
         raise LispmError(f"{tool} is not available")
@@ -131,16 +142,16 @@ class IdeTools:
         decided: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._diffs[diff_id] = decided
         try:
-            await self.link.request("emacs/open-diff", {
-                "id": diff_id, "agent": self.name, "file": args["new_file_path"],
-                "new_contents": args["new_file_contents"], "tab_name": args.get("tab_name")})
+            await self.link.request(OPEN_DIFF, OpenDiffParams(
+                id=diff_id, agent=self.name, file=args["new_file_path"],
+                new_contents=args["new_file_contents"], tab_name=args.get("tab_name")))
             outcome = await asyncio.wait_for(decided, self.decide_within)
         except TimeoutError:
-            self._in_background(self.link.request("emacs/close-diff", {"id": diff_id}))
+            self._in_background(self.link.request(CLOSE_DIFF, CloseDiffParams(id=diff_id)))
             raise LispmError(f"the user did not decide on the diff within "
                              f"{self.decide_within:g} s; it is closed") from None
         except asyncio.CancelledError:
-            self._in_background(self.link.request("emacs/close-diff", {"id": diff_id}))
+            self._in_background(self.link.request(CLOSE_DIFF, CloseDiffParams(id=diff_id)))
             raise
         finally:
             self._diffs.pop(diff_id, None)
