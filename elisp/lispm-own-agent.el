@@ -201,10 +201,76 @@ It runs after the agent is idle again, before what waits for it starts.")
     (lispm-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
 
 (defun lispm-agent--turn-keys (agent)
-  "Return the keys `lispm-turn-start' gets for a turn of AGENT."
+  "Return the keys `lispm-turn-start' gets for a turn of AGENT.
+AGENT is the turn's sink: what happens goes to its session."
   (list :system (lambda () (lispm-agent-system-prompt agent))
-        :on-state (lambda (turn) (lispm-agent--turn-state-changed agent turn))
-        :on-end (lambda (turn) (lispm-agent--turn-ended agent turn))))
+        :sink agent))
+
+;;; The session, the turn's sink
+
+(cl-defmethod lispm-turn-sink-live-p ((_agent lispm-own-agent) turn)
+  "Return non-nil if TURN's session buffer is still there."
+  (buffer-live-p (lispm-turn-buffer turn)))
+
+(cl-defmethod lispm-turn-report ((agent lispm-own-agent) turn (_what (eql state)))
+  "Show what AGENT does now that TURN's state changed."
+  (lispm-agent--turn-state-changed agent turn))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text)) text)
+  "Stream TEXT, a piece of TURN's answer, into its session."
+  (lispm-session-stream-text
+   (or (lispm-turn-reply turn)
+       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
+   text))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text-end)))
+  "End the text of TURN's answer in its session."
+  (lispm-session-end-reply (lispm-turn-reply turn)))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql call)) call)
+  "Write CALL, which TURN's model asked for, in its session."
+  (lispm-session-insert-call (lispm-turn-buffer turn) call))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql approval))
+                                 call approval)
+  "Write in TURN's session that CALL waits for APPROVAL."
+  (when (buffer-live-p (lispm-turn-buffer turn))
+    (lispm-session-insert-approval
+     (lispm-turn-buffer turn) (plist-get call :id)
+     (or (lispm-approval-title approval)
+         (format "%s %s" (lispm-approval-kind approval) (plist-get call :name))))))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql decided))
+                                 call state reason)
+  "Mark CALL's approval in TURN's session as decided: STATE, with REASON."
+  (lispm-session-decide-approval (lispm-turn-buffer turn) (plist-get call :id) state reason))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql request))
+                                 call request-id)
+  "Record in TURN's session that CALL waits on REQUEST-ID."
+  (lispm-session-record-request (lispm-turn-buffer turn) (plist-get call :id) request-id))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql result))
+                                 call text error records)
+  "Write CALL's result TEXT in TURN's session, ERROR non-nil for a failure.
+RECORDS are the changes CALL made, as the session records them."
+  (lispm-session-insert-result (lispm-turn-buffer turn) (plist-get call :id)
+                               text error records))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql note)) text)
+  "Write the note TEXT in TURN's session."
+  (lispm-session-insert-note (lispm-turn-buffer turn) text))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql stopped)))
+  "Show the condition TURN stopped at."
+  (when (buffer-live-p (lispm-turn-buffer turn))
+    (lispm-condition-show turn)))
+
+(cl-defmethod lispm-turn-report ((agent lispm-own-agent) turn (_what (eql end)))
+  "Save and commit TURN's session, and start what waits for AGENT."
+  (when (buffer-live-p (lispm-turn-buffer turn))
+    (lispm-session-end-turn (lispm-turn-buffer turn)))
+  (lispm-agent--turn-ended agent turn))
 
 (defun lispm-agent--adopt (agent turn)
   "Make TURN, just started, AGENT's turn under way if it is; return TURN.
@@ -332,14 +398,6 @@ resumes it; M-x lispm-forget-agents ends what waits on it, and so this wait"
              (string-join (delete-dups (mapcar #'cdr absent)) ", ")))
     (run-hooks 'lispm-agents-changed-hook)))
 
-(defun lispm-agent-stopped (turn)
-  "Show the condition TURN stopped at, if it is a turn of an own agent."
-  (when (and (lispm-own-agent-p (lispm-turn-actor turn))
-             (buffer-live-p (lispm-turn-buffer turn)))
-    (lispm-condition-show turn)))
-
-(add-hook 'lispm-turn-stopped-functions #'lispm-agent-stopped)
-
 ;;; Starting and ending
 
 (defun lispm-agent-make (folder model session &optional role name resume)
@@ -389,13 +447,20 @@ or nil."
       (lispm-turn-suspend
        turn 'lispm-lisp-fuel-exhausted
        (format "The run_lisp program ran out of fuel after %d steps" used)
-       (lambda (restart argument)
-         (pcase restart
-           ('more-fuel (funcall callback (if (natnump argument) argument
-                                           lispm-lisp-default-fuel)))
-           ('abort (funcall callback nil)
-                   (lispm-run-lisp-abort-actor agent "the turn ended"))
-           (_ (funcall callback nil))))))))
+       (list (lispm-restart-make
+              :name 'more-fuel :number 5
+              :description "Give the program more fuel and let it go on"
+              ;; With a prefix argument, that much fuel; else the default.
+              :reader (lambda () (and current-prefix-arg
+                                      (prefix-numeric-value current-prefix-arg)))
+              :function (lambda (fuel)
+                          (lispm-turn-go-on turn)
+                          (funcall callback (if (natnump fuel) fuel lispm-lisp-default-fuel))))
+             (lispm-turn-skip-restart turn (lambda () (funcall callback nil)))
+             (lispm-turn-abort-restart
+              turn (lambda ()
+                     (funcall callback nil)
+                     (lispm-run-lisp-abort-actor agent "the turn ended"))))))))
 
 (defun lispm-agent--buffer-killed ()
   "End the own agent of the buffer being killed, quietly."
