@@ -150,13 +150,17 @@ session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
   (trace nil :documentation "What happened, newest first: (TIME WHAT DETAIL)."))
 
 (defconst lispm-turn-transitions
-  '((request stream stopped request)
-    (stream tools done stopped)
-    (tools tools request stopped)
-    (stopped request tools done aborted)
-    (done)
-    (aborted))
-  "Each state of a turn, and the states it may move to.")
+  '((request :to (stream stopped request) :enter lispm-turn--request)
+    (stream :to (tools done stopped))
+    (tools :to (tools request stopped) :enter lispm-turn--run-next)
+    (stopped :to (request tools done aborted) :enter lispm-turn--stopped)
+    (done :enter lispm-turn--finish)
+    (aborted :enter lispm-turn--finish))
+  "Each state of a turn: the states it may move to, and what entering it does.
+`:enter' names the function of the turn that `lispm-turn--enter' calls
+once the turn is in the state: `request' sends the request, `tools'
+runs the calls, `stopped' shows the condition, `done' and `aborted'
+end the turn.  A new turn is in `request', and enters it again.")
 
 (defconst lispm-turn-asking-tools '("ask_agent")
   "The tools whose calls wait for the answer to the request they make.
@@ -171,13 +175,17 @@ is over.")
   (push (list (float-time) what detail) (lispm-turn-trace turn)))
 
 (defun lispm-turn--enter (turn state)
-  "Move TURN to STATE, which `lispm-turn-transitions' must allow."
+  "Move TURN to STATE, which `lispm-turn-transitions' must allow.
+Then run what entering STATE does, as the table says.  A state is
+entered only here."
   (let ((from (lispm-turn-state turn)))
-    (unless (memq state (cdr (assq from lispm-turn-transitions)))
+    (unless (memq state (plist-get (cdr (assq from lispm-turn-transitions)) :to))
       (error "A turn cannot go from %s to %s" from state))
     (setf (lispm-turn-state turn) state)
     (lispm-turn--trace turn 'state state)
-    (lispm-turn--tell turn 'state)))
+    (lispm-turn--tell turn 'state)
+    (when-let* ((enter (plist-get (cdr (assq state lispm-turn-transitions)) :enter)))
+      (funcall enter turn))))
 
 (defun lispm-turn-live-p (turn)
   "Return non-nil if TURN is neither done nor aborted."
@@ -280,7 +288,7 @@ prompt; SINK is told what happens (`lispm-turn-report')."
                                 :model model :messages messages :system system
                                 :sink sink)))
     (lispm-turn--trace turn 'start number)
-    (lispm-turn--request turn)
+    (lispm-turn--enter turn 'request)
     turn))
 
 (defun lispm-turn--request (turn)
@@ -297,13 +305,10 @@ prompt; SINK is told what happens (`lispm-turn-report')."
                       (list (lispm-turn--retry-restart
                              turn (lambda (turn)
                                (setf (lispm-turn-steps turn) 0)
-                               (lispm-turn--enter turn 'request)
-                               (lispm-turn--request turn)))
+                               (lispm-turn--enter turn 'request)))
                             (lispm-turn-abort-restart turn))))
    (t
     (cl-incf (lispm-turn-steps turn))
-    (unless (eq (lispm-turn-state turn) 'request)
-      (lispm-turn--enter turn 'request))
     (setf (lispm-turn-text turn) nil
           (lispm-turn-calls turn) nil
           (lispm-turn-outcomes turn) nil
@@ -398,11 +403,10 @@ prompt; SINK is told what happens (`lispm-turn-report')."
       (setf (lispm-turn-messages turn)
             (append (lispm-turn-messages turn) (list message)))
       (if (lispm-turn-calls turn)
-          (progn (lispm-turn--enter turn 'tools)
-                 (dolist (call (lispm-turn-calls turn))
+          (progn (dolist (call (lispm-turn-calls turn))
                    (lispm-turn--tell turn 'call call))
-                 (lispm-turn--run-next turn))
-        (lispm-turn--finish turn 'done))))))
+                 (lispm-turn--enter turn 'tools))
+        (lispm-turn--enter turn 'done))))))
 
 ;;; Running the tools
 
@@ -691,8 +695,7 @@ open; their answers, when they come, are input like any message."
                                     :content (lispm-turn--capped
                                               (cdr (assoc (plist-get call :id) outcomes)))))
                             (lispm-turn-calls turn))))
-      (lispm-turn--enter turn 'request)
-      (lispm-turn--request turn)))))
+      (lispm-turn--enter turn 'request)))))
 
 ;;; Restarts
 
@@ -758,8 +761,8 @@ tools again, then THEN is called with no arguments."
               (outcome (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn)))))
          (clrhash (lispm-turn-failures turn))
          (plist-put outcome :skipped t)
-         (lispm-turn--enter turn 'tools)
-         (lispm-turn--tools-done turn))))))
+         ;; Every call has its outcome: the tools are done.
+         (lispm-turn--enter turn 'tools))))))
 
 (defun lispm-turn--edit-args-restart (turn)
   "Return the restart `edit-args' of TURN: its failing call, run with new ones."
@@ -798,12 +801,18 @@ BEFORE, if non-nil, is called with no arguments first."
 RESTARTS is a list of `lispm-restart's, in the order they are shown."
   (setf (lispm-turn-condition turn) (list type message data)
         (lispm-turn-restarts turn) restarts)
-  (lispm-turn--enter turn 'stopped)
-  (lispm-turn--trace turn 'condition (list type message))
-  (when (lispm-turn--buffer-live-p turn)
-    (lispm-turn--tell turn 'note (format "Stopped at %s: %s" type
-                                         (car (split-string message "\n")))))
-  (lispm-turn--tell turn 'stopped))
+  (lispm-turn--enter turn 'stopped))
+
+(defun lispm-turn--stopped (turn)
+  "Show the condition TURN just stopped at, if any: note it, tell the sink.
+A turn ended as its actor left stops without one (`lispm-turn-end')."
+  (pcase-let ((`(,type ,message) (lispm-turn-condition turn)))
+    (when type
+      (lispm-turn--trace turn 'condition (list type message))
+      (when (lispm-turn--buffer-live-p turn)
+        (lispm-turn--tell turn 'note (format "Stopped at %s: %s" type
+                                             (car (split-string message "\n")))))
+      (lispm-turn--tell turn 'stopped))))
 
 (defun lispm-turn--stop-request (turn type message &optional data)
   "Stop TURN, whose request failed, at TYPE with MESSAGE and DATA.
@@ -883,16 +892,14 @@ new arguments, a JSON object's text."
 (defun lispm-turn--retry-request (turn)
   "Send TURN's last request again, its failed answer forgotten."
   (cl-decf (lispm-turn-steps turn))
-  (lispm-turn--enter turn 'request)
-  (lispm-turn--request turn))
+  (lispm-turn--enter turn 'request))
 
 (defun lispm-turn--rerun (turn call)
   "Run TURN's CALL again, then go on."
   (setf (lispm-turn-outcomes turn)
         (cl-remove (plist-get call :id) (lispm-turn-outcomes turn) :key #'car :test #'equal))
   (plist-put call :started nil)
-  (lispm-turn--enter turn 'tools)
-  (lispm-turn--run-next turn))
+  (lispm-turn--enter turn 'tools))
 
 (defun lispm-turn--set-call-arguments (turn call)
   "Make the last assistant message of TURN show CALL's new arguments."
@@ -918,11 +925,10 @@ A call that waits for an answer stops waiting."
                                       :content (if outcome (lispm-turn--capped outcome)
                                                  "Not run: the user ended the turn."))))
                             (lispm-turn-calls turn))))))
-  (lispm-turn--finish turn 'aborted))
+  (lispm-turn--enter turn 'aborted))
 
-(defun lispm-turn--finish (turn state)
-  "End TURN in STATE, `done' or `aborted', and tell its sink."
-  (lispm-turn--enter turn state)
+(defun lispm-turn--finish (turn)
+  "Tell the sink of TURN, `done' or `aborted' now, that it is over."
   (lispm-turn--tell turn 'end))
 
 (defun lispm-turn-interrupt (turn)
