@@ -96,17 +96,10 @@
 
 ;;; Conditions
 
-(lispm-define-error 'lispm-turn-failed "The turn failed" 'lispm-error -32080)
-(lispm-define-error 'lispm-model-http-error "The model's API answered with an error"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-stream-cut "The model's answer was cut short"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-timeout "The model did not answer in time"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-malformed-reply "The model's reply is malformed"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-unavailable "The model cannot be asked"
-                    'lispm-turn-failed)
+;; What a turn stops at, besides its model's failures (lispm-model.el)
+;; and a program out of fuel (lispm-lisp.el).  They are the turn's
+;; `condition', never signalled: they have no JSON-RPC code.
+(lispm-define-error 'lispm-turn-failed "The turn failed" 'lispm-error)
 (lispm-define-error 'lispm-turn-tool-failed "A tool failed" 'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-step-limit "The turn reached its step limit"
                     'lispm-turn-failed)
@@ -115,7 +108,7 @@
 (lispm-define-error 'lispm-turn-interrupted "The user interrupted the turn"
                     'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-wait-ended "A call stopped waiting for its answer"
-                    'lispm-turn-failed)
+                    'lispm-for-the-model)
 ;; Its data: the call's result, then the request's id.
 (lispm-define-error 'lispm-turn-no-restart "No such restart here" 'lispm-error -32079)
 
@@ -361,17 +354,13 @@ prompt; SINK is told what happens (`lispm-turn-report')."
   (lispm-turn--end-reply turn)
   (lispm-turn--trace turn 'model-error event)
   (let* ((status (plist-get event :status))
-         (kind (plist-get event :kind))
+         (condition (lispm-model-error-condition event))
          (message (or (plist-get event :message) "the model failed")))
     (lispm-turn--stop-request
      turn
-     (cond (status 'lispm-model-http-error)
-           ((equal kind "link") 'lispm-model-unavailable)
-           ((or (equal kind "timeout") (string-match-p "timeout" message))
-            'lispm-model-timeout)
-           ((string-match-p "malformed" message) 'lispm-model-malformed-reply)
-           ((lispm-turn-interrupted turn) 'lispm-turn-interrupted)
-           (t 'lispm-model-stream-cut))
+     (if (and (eq condition 'lispm-model-stream-cut) (lispm-turn-interrupted turn))
+         'lispm-turn-interrupted
+       condition)
      (if status
          (format "HTTP %s: %s%s" status message
                  (if (plist-get event :body)
@@ -422,17 +411,8 @@ prompt; SINK is told what happens (`lispm-turn-report')."
 A refusal, and the model's own mistakes: an unknown tool, bad
 arguments, a path outside the folder; a message the sidecar refused or
 an ask left unanswered, and a wait the user ended."
-  (let ((symbol (lispm-turn--condition-symbol outcome)))
-    (and symbol
-         (cl-intersection (get symbol 'error-conditions)
-                          '(lispm-policy-denied lispm-tool-unknown lispm-tool-bad-args
-                                                lispm-tool-outside-folder
-                                                ;; A message refused or left
-                                                ;; unanswered; a wait ended.
-                                                lispm-message-failed lispm-turn-wait-ended
-                                                ;; A run_lisp program's own mistakes.
-                                                lispm-lisp-unreadable lispm-lisp-refused
-                                                lispm-lisp-program-error)))))
+  (memq 'lispm-for-the-model
+        (get (lispm-turn--condition-symbol outcome) 'error-conditions)))
 
 (defun lispm-turn--refused-p (outcome)
   "Return non-nil if OUTCOME is a refusal."

@@ -120,7 +120,7 @@ ended, SINK to its sink.  The actor is an own agent without a session."
         (list :type "done" :stop_reason "tool_use")))
 
 (defconst lispm-turn-test--overloaded
-  '((:type "error" :status 529 :message "Overloaded"))
+  '((:type "error" :kind "http" :status 529 :message "Overloaded"))
   "The model's answer: an HTTP error.")
 
 (defconst lispm-turn-test--hello
@@ -172,6 +172,29 @@ ended, SINK to its sink.  The actor is an own agent without a session."
                    (plist-get (nth 1 lispm-test-model-requests) :messages)))
     (should (equal (car (last (lispm-turn-test--told sink 'note)))
                    '("Restart OTHER-MODEL chosen (backup)")))))
+
+;;; The kind of a model's error is its condition
+
+(ert-deftest lispm-turn-test-each-kind-of-model-error-stops-at-its-condition ()
+  (pcase-dolist (`(,kind . ,condition) '(("http" . lispm-model-http-error)
+                                         ("timeout" . lispm-model-timeout)
+                                         ("malformed" . lispm-model-malformed-reply)
+                                         ("cut" . lispm-model-stream-cut)
+                                         ("link" . lispm-model-unavailable)))
+    (lispm-turn-test--with (turn sink)
+        (list `((:type "error" :kind ,kind :message "the model failed")))
+      (should (eq (car (lispm-turn-condition turn)) condition))
+      (should (memq 'lispm-model-error (get condition 'error-conditions)))
+      (should (equal (lispm-turn-available-restarts turn) '(retry other-model abort))))))
+
+(ert-deftest lispm-turn-test-the-models-own-mistake-is-its-result ()
+  (lispm-turn-test--with (turn sink)
+      (list (lispm-turn-test--call "c1" "no_such_tool" "{}") lispm-turn-test--hello)
+    (should (eq (lispm-turn-state turn) 'done))
+    (should (string-prefix-p "Error: no tool no_such_tool"
+                             (cdar (lispm-turn-test--last-request-results))))
+    (should (equal (mapcar #'cadr (lispm-turn-test--told sink 'result))
+                   (list (cdar (lispm-turn-test--last-request-results)))))))
 
 ;;; A tool failed: retry, skip-tool, edit-args
 
