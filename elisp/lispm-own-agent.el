@@ -229,32 +229,34 @@ AGENT is the turn's sink: what happens goes to its session."
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql call)) call)
   "Write CALL, which TURN's model asked for, in its session."
-  (lispm-session-insert-call (lispm-turn-buffer turn) call))
+  (lispm-session-insert-call (lispm-turn-buffer turn)
+                             (list :id (lispm-turn-call-id call) :name (lispm-turn-call-name call)
+                                   :arguments (lispm-turn-call-arguments call))))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql approval))
                                  call approval)
   "Write in TURN's session that CALL waits for APPROVAL."
   (when (buffer-live-p (lispm-turn-buffer turn))
     (lispm-session-insert-approval
-     (lispm-turn-buffer turn) (plist-get call :id)
+     (lispm-turn-buffer turn) (lispm-turn-call-id call)
      (or (lispm-approval-title approval)
-         (format "%s %s" (lispm-approval-kind approval) (plist-get call :name))))))
+         (format "%s %s" (lispm-approval-kind approval) (lispm-turn-call-name call))))))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql decided))
                                  call state reason)
   "Mark CALL's approval in TURN's session as decided: STATE, with REASON."
-  (lispm-session-decide-approval (lispm-turn-buffer turn) (plist-get call :id) state reason))
+  (lispm-session-decide-approval (lispm-turn-buffer turn) (lispm-turn-call-id call) state reason))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql request))
                                  call request-id)
   "Record in TURN's session that CALL waits on REQUEST-ID."
-  (lispm-session-record-request (lispm-turn-buffer turn) (plist-get call :id) request-id))
+  (lispm-session-record-request (lispm-turn-buffer turn) (lispm-turn-call-id call) request-id))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql result))
                                  call text error records)
   "Write CALL's result TEXT in TURN's session, ERROR non-nil for a failure.
 RECORDS are the changes CALL made, as the session records them."
-  (lispm-session-insert-result (lispm-turn-buffer turn) (plist-get call :id)
+  (lispm-session-insert-result (lispm-turn-buffer turn) (lispm-turn-call-id call)
                                text error records))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql note)) text)
@@ -601,9 +603,8 @@ session is not resumed: it never acts outside its caller's bounds"
 Point is in a tool call's entry, or in its TODO item."
   (when-let* ((turn (lispm-own-agent-turn agent))
               (id (org-entry-get nil "LISPM_CALL_ID" t))
-              (call (cl-find id (lispm-turn-calls turn)
-                             :key (lambda (call) (plist-get call :id)) :test #'equal))
-              (approval (plist-get call :approval)))
+              (call (cl-find id (lispm-turn-calls turn) :key #'lispm-turn-call-id :test #'equal))
+              (approval (lispm-turn-call-approval call)))
     (and (lispm-approvals-get (lispm-approval-id approval)) approval)))
 
 (defun lispm-agent--decide (approval deny)

@@ -142,6 +142,25 @@ session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
   (usage nil :documentation "The newest usage the model reported, a plist.")
   (trace nil :documentation "What happened, newest first: (TIME WHAT DETAIL)."))
 
+(cl-defstruct (lispm-turn-call (:constructor lispm-turn-call-make) (:copier nil))
+  "A tool call the model asked for in a turn, and where it stands."
+  (id nil :documentation "The model's id of the call.")
+  (name nil :documentation "The tool's name.")
+  (arguments nil :documentation "The arguments, a JSON object's text.")
+  (state 'new :documentation "Where it stands: `new', not run yet; `running';
+`approval', waiting for the user's decision; `reply', waiting for the
+answer to its ask; `done', with its outcome.")
+  (approval nil :documentation "The `lispm-approval' it waited for, once asked.")
+  (request nil :documentation "The id of the request its ask made, once accepted.")
+  (reported nil :documentation "Non-nil once its result was told to the sink.")
+  (skip nil :documentation "Non-nil: its failure, when it comes, goes to the model
+\(the restart `skip-tool' of a turn suspended in it)."))
+
+(defun lispm-turn--call-message (call)
+  "Return CALL as the assistant message and the sink give it: a plist."
+  (list :id (lispm-turn-call-id call) :name (lispm-turn-call-name call)
+        :arguments (lispm-turn-call-arguments call)))
+
 (defconst lispm-turn-transitions
   '((request :to (stream stopped request) :enter lispm-turn--request)
     (stream :to (tools done stopped))
@@ -188,7 +207,7 @@ entered only here."
   "Return the activity of TURN, for the agent list."
   (pcase (lispm-turn-state turn)
     ((or 'request 'stream) 'thinking)
-    ('tools (cond ((cl-some (lambda (call) (eq (plist-get call :waiting) 'approval))
+    ('tools (cond ((cl-some (lambda (call) (eq (lispm-turn-call-state call) 'approval))
                             (lispm-turn-calls turn))
                    'waiting-for-approval)
                   ((and (not (lispm-turn--running-call turn))
@@ -342,9 +361,10 @@ prompt; SINK is told what happens (`lispm-turn-report')."
          (lispm-turn--enter turn 'stream))
        (setf (lispm-turn-calls turn)
              (append (lispm-turn-calls turn)
-                     (list (list :id (plist-get event :id)
-                                 :name (plist-get event :name)
-                                 :arguments (or (plist-get event :arguments) ""))))))
+                     (list (lispm-turn-call-make
+                            :id (plist-get event :id)
+                            :name (plist-get event :name)
+                            :arguments (or (plist-get event :arguments) ""))))))
       ("usage" (setf (lispm-turn-usage turn) event))
       ("done" (setf (lispm-turn-stream turn) nil) (lispm-turn--answered turn event))
       ("error" (setf (lispm-turn-stream turn) nil) (lispm-turn--stream-failed turn event)))))
@@ -371,10 +391,7 @@ prompt; SINK is told what happens (`lispm-turn-report')."
 (defun lispm-turn--answer-message (turn)
   "Return the assistant message of TURN's current answer."
   (let ((text (apply #'concat (reverse (lispm-turn-text turn))))
-        (calls (mapcar (lambda (call)
-                         (list :id (plist-get call :id) :name (plist-get call :name)
-                               :arguments (plist-get call :arguments)))
-                       (lispm-turn-calls turn))))
+        (calls (mapcar #'lispm-turn--call-message (lispm-turn-calls turn))))
     (append (list :role "assistant" :content text)
             (and calls (list :tool_calls calls)))))
 
@@ -429,24 +446,24 @@ an ask left unanswered, and a wait the user ended."
 
 (defun lispm-turn--outcome (turn call)
   "Return the outcome of TURN's CALL, or nil."
-  (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn))))
+  (cdr (assoc (lispm-turn-call-id call) (lispm-turn-outcomes turn))))
 
 (defun lispm-turn--asking-p (call)
   "Return non-nil if CALL is of one of `lispm-turn-asking-tools'."
-  (member (plist-get call :name) lispm-turn-asking-tools))
+  (member (lispm-turn-call-name call) lispm-turn-asking-tools))
 
 (defun lispm-turn--next-call (turn)
   "Return the first call of TURN not started yet, or nil."
   (cl-find-if (lambda (call)
-                (not (or (plist-get call :started) (lispm-turn--outcome turn call))))
+                (eq (lispm-turn-call-state call) 'new))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--running-call (turn)
   "Return the call of TURN under way that the next call waits for, or nil.
 An ask, which runs together with the calls after it, is not one."
   (cl-find-if (lambda (call)
-                (and (plist-get call :started) (not (lispm-turn--asking-p call))
-                     (not (lispm-turn--outcome turn call))))
+                (and (memq (lispm-turn-call-state call) '(running approval reply))
+                     (not (lispm-turn--asking-p call))))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--run-next (turn)
@@ -484,9 +501,9 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
   (let ((returned nil)
         (at-once nil))
     (lispm-turn--trace turn 'call call)
-    (plist-put call :started t)
+    (setf (lispm-turn-call-state call) 'running)
     (lispm-calls-invoke
-     (lispm-turn-actor turn) (plist-get call :name) (plist-get call :arguments)
+     (lispm-turn-actor turn) (lispm-turn-call-name call) (lispm-turn-call-arguments call)
      (lambda (outcome)
        (if-let* (((lispm-turn--asking-p call))
                  (request-id (lispm-messages-asked-request outcome)))
@@ -496,12 +513,12 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
              (run-at-time 0 nil #'lispm-turn--run-next turn)
            (setq at-once t))))
      :on-ask (lambda (approval)
-               (plist-put call :waiting 'approval)
-               (plist-put call :approval approval)
+               (setf (lispm-turn-call-state call) 'approval
+                     (lispm-turn-call-approval call) approval)
                (lispm-turn--tell turn 'approval call approval)
                (lispm-turn--changed turn))
      :on-decided (lambda (_approval answer)
-                   (plist-put call :waiting nil)
+                   (setf (lispm-turn-call-state call) 'running)
                    (let ((denied (not (eq (plist-get answer :decision) 'allow)))
                          (reason (plist-get answer :reason)))
                      ;; Withdrawn (its agent left) is no one's denial: say so.
@@ -518,13 +535,14 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
 (defun lispm-turn-waiting-requests (turn)
   "Return the ids of the requests that TURN waits on, in the order it asked."
   (delq nil (mapcar (lambda (call)
-                      (and (eq (plist-get call :waiting) 'reply) (plist-get call :request)))
+                      (and (eq (lispm-turn-call-state call) 'reply)
+                           (lispm-turn-call-request call)))
                     (lispm-turn-calls turn))))
 
 (defun lispm-turn--waiting-on (turn request-id)
   "Return the call of TURN that waits on REQUEST-ID, or nil."
-  (cl-find-if (lambda (call) (and (eq (plist-get call :waiting) 'reply)
-                                  (equal (plist-get call :request) request-id)))
+  (cl-find-if (lambda (call) (and (eq (lispm-turn-call-state call) 'reply)
+                                  (equal (lispm-turn-call-request call) request-id)))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--await (turn call request-id)
@@ -532,12 +550,12 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
 The session records the request and is saved at once, so that a
 restart finds it.  A turn interrupted meanwhile ends the wait at once;
 one that is over does not wait: the answer will be input."
-  (lispm-turn--trace turn 'waiting (list (plist-get call :id) request-id))
-  (plist-put call :request request-id)
+  (lispm-turn--trace turn 'waiting (list (lispm-turn-call-id call) request-id))
+  (setf (lispm-turn-call-request call) request-id)
   (when (lispm-turn--buffer-live-p turn)
     (lispm-turn--tell turn 'request call request-id))
   (when (lispm-turn-live-p turn)
-    (plist-put call :waiting 'reply)
+    (setf (lispm-turn-call-state call) 'reply)
     (if (lispm-turn-interrupted turn)
         (progn (lispm-turn--end-wait turn call "Interrupted by the user")
                (run-at-time 0 nil #'lispm-turn--run-next turn))
@@ -550,19 +568,19 @@ R1]...\"), or a failure, given to the model too.  Return non-nil if a
 call waited on REQUEST-ID; once every call has its outcome, the turn
 goes on, from a timer, outside whatever delivered the answer."
   (when-let* ((call (lispm-turn--waiting-on turn request-id)))
-    (plist-put call :waiting nil)
-    (lispm-turn--trace turn 'answered (list (plist-get call :id) request-id))
+    (setf (lispm-turn-call-state call) 'running)
+    (lispm-turn--trace turn 'answered (list (lispm-turn-call-id call) request-id))
     (lispm-turn--called turn call outcome)
     (run-at-time 0 nil #'lispm-turn--run-next turn)
     t))
 
 (defun lispm-turn--end-wait (turn call why)
   "End the wait of TURN's CALL without its answer, for the reason WHY."
-  (let* ((request-id (plist-get call :request))
+  (let* ((request-id (lispm-turn-call-request call))
          (text (format "%s while waiting for the answer to request %s; the request \
 stays open, and its answer will come as a message" why request-id)))
-    (plist-put call :waiting nil)
-    (lispm-turn--trace turn 'wait-ended (list (plist-get call :id) request-id))
+    (setf (lispm-turn-call-state call) 'running)
+    (lispm-turn--trace turn 'wait-ended (list (lispm-turn-call-id call) request-id))
     (lispm-turn--called turn call (list :ok nil :error text
                                         :condition (list 'lispm-turn-wait-ended text
                                                          request-id)))))
@@ -582,7 +600,7 @@ open; their answers, when they come, are input like any message."
 
 (defun lispm-turn--called (turn call outcome)
   "Record OUTCOME of TURN's CALL and show it."
-  (let* ((id (plist-get call :id))
+  (let* ((id (lispm-turn-call-id call))
          (outcome (if (plist-get outcome :ok)
                       outcome
                     (plist-put (copy-sequence outcome) :error
@@ -595,10 +613,11 @@ open; their answers, when they come, are input like any message."
       (setq outcome (plist-put outcome :records
                                (delq nil (mapcar #'lispm-turn-record
                                                  (plist-get outcome :changes))))))
-    (when (plist-get call :skip-failure)
+    (setf (lispm-turn-call-state call) 'done)
+    (when (lispm-turn-call-skip call)
       (setq outcome (plist-put outcome :skipped t)))
     (unless (plist-get outcome :ok)
-      (cl-incf (gethash (cons (plist-get call :name) (plist-get call :arguments))
+      (cl-incf (gethash (cons (lispm-turn-call-name call) (lispm-turn-call-arguments call))
                         (lispm-turn-failures turn) 0)))
     (setf (alist-get id (lispm-turn-outcomes turn) nil nil #'equal) outcome)
     (when (or (plist-get outcome :ok) (plist-get outcome :skipped)
@@ -608,8 +627,8 @@ open; their answers, when they come, are input like any message."
 
 (defun lispm-turn--report (turn call outcome)
   "Show OUTCOME of TURN's CALL in the session, unless it was shown."
-  (unless (plist-get call :reported)
-    (plist-put call :reported t)
+  (unless (lispm-turn-call-reported call)
+    (setf (lispm-turn-call-reported call) t)
     (when (lispm-turn--buffer-live-p turn)
       (lispm-turn--tell turn 'result call
                         (if outcome (lispm-turn--capped outcome)
@@ -624,7 +643,7 @@ open; their answers, when they come, are input like any message."
 (defun lispm-turn--repeated (turn)
   "Return the first call of TURN that failed too often, or nil."
   (cl-find-if (lambda (call)
-                (>= (gethash (cons (plist-get call :name) (plist-get call :arguments))
+                (>= (gethash (cons (lispm-turn-call-name call) (lispm-turn-call-arguments call))
                              (lispm-turn-failures turn) 0)
                     lispm-turn-repeat-limit))
               (lispm-turn-calls turn)))
@@ -634,7 +653,7 @@ open; their answers, when they come, are input like any message."
   (let* ((outcomes (lispm-turn-outcomes turn))
          (failing (cl-find-if
                    (lambda (call)
-                     (let ((outcome (cdr (assoc (plist-get call :id) outcomes))))
+                     (let ((outcome (cdr (assoc (lispm-turn-call-id call) outcomes))))
                        (and (not (plist-get outcome :ok))
                             (not (plist-get outcome :skipped))
                             (not (lispm-turn--for-the-model-p outcome)))))
@@ -643,37 +662,37 @@ open; their answers, when they come, are input like any message."
     (cond
      (failing
       (setf (lispm-turn-failing turn) failing)
-      (let ((outcome (cdr (assoc (plist-get failing :id) outcomes))))
+      (let ((outcome (cdr (assoc (lispm-turn-call-id failing) outcomes))))
         ;; A program that ended out of fuel (its calls nested too deep,
         ;; or it reached a limit) stops at the fuel condition, without
         ;; MORE-FUEL: it is over.
         (if (memq 'lispm-lisp-fuel-exhausted
                   (get (lispm-turn--condition-symbol outcome) 'error-conditions))
             (lispm-turn--stop turn 'lispm-lisp-fuel-exhausted
-                              (format "%s failed: %s" (plist-get failing :name)
+                              (format "%s failed: %s" (lispm-turn-call-name failing)
                                       (plist-get outcome :error))
                               outcome
                               (list (lispm-turn-skip-restart turn)
                                     (lispm-turn-abort-restart turn)))
           (lispm-turn--stop-call turn 'lispm-turn-tool-failed
-                                 (format "%s failed: %s" (plist-get failing :name)
+                                 (format "%s failed: %s" (lispm-turn-call-name failing)
                                          (plist-get outcome :error))
                                  outcome))))
      (repeated
       (setf (lispm-turn-failing turn) repeated)
       (lispm-turn--stop-call turn 'lispm-turn-repeated-failure
                              (format "%s failed %d times with the same arguments"
-                                     (plist-get repeated :name) lispm-turn-repeat-limit)))
+                                     (lispm-turn-call-name repeated) lispm-turn-repeat-limit)))
      (t
       (dolist (call (lispm-turn-calls turn))
-        (lispm-turn--report turn call (cdr (assoc (plist-get call :id) outcomes))))
+        (lispm-turn--report turn call (cdr (assoc (lispm-turn-call-id call) outcomes))))
       (setf (lispm-turn-messages turn)
             (append (lispm-turn-messages turn)
                     (mapcar (lambda (call)
-                              (list :role "tool" :tool_call_id (plist-get call :id)
-                                    :name (plist-get call :name)
+                              (list :role "tool" :tool_call_id (lispm-turn-call-id call)
+                                    :name (lispm-turn-call-name call)
                                     :content (lispm-turn--capped
-                                              (cdr (assoc (plist-get call :id) outcomes)))))
+                                              (cdr (assoc (lispm-turn-call-id call) outcomes)))))
                             (lispm-turn-calls turn))))
       (lispm-turn--enter turn 'request)))))
 
@@ -734,11 +753,11 @@ tools again, then THEN is called with no arguments."
    :function
    (lambda (_)
      (if-let* ((running (lispm-turn--running-call turn)))
-         (progn (plist-put running :skip-failure t)
+         (progn (setf (lispm-turn-call-skip running) t)
                 (lispm-turn-go-on turn)
                 (when then (funcall then)))
        (let* ((call (lispm-turn-failing turn))
-              (outcome (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn)))))
+              (outcome (cdr (assoc (lispm-turn-call-id call) (lispm-turn-outcomes turn)))))
          (clrhash (lispm-turn-failures turn))
          (plist-put outcome :skipped t)
          ;; Every call has its outcome: the tools are done.
@@ -750,16 +769,16 @@ tools again, then THEN is called with no arguments."
    :name 'edit-args :number 3
    :description (lambda ()
                   (format "Edit the arguments of %s and run it"
-                          (plist-get (lispm-turn-failing turn) :name)))
+                          (lispm-turn-call-name (lispm-turn-failing turn))))
    :reader (lambda ()
              (let ((text (read-string "Arguments (JSON): "
-                                      (plist-get (lispm-turn-failing turn) :arguments))))
+                                      (lispm-turn-call-arguments (lispm-turn-failing turn)))))
                (condition-case err
                    (progn (ignore (json-parse-string text)) text)
                  (json-error (user-error "Not JSON: %s" (error-message-string err))))))
    :function (lambda (arguments)
                (let ((call (lispm-turn-failing turn)))
-                 (plist-put call :arguments arguments)
+                 (setf (lispm-turn-call-arguments call) arguments)
                  (lispm-turn--set-call-arguments turn call)
                  (clrhash (lispm-turn-failures turn))
                  (lispm-turn--rerun turn call)))))
@@ -877,16 +896,16 @@ new arguments, a JSON object's text."
 (defun lispm-turn--rerun (turn call)
   "Run TURN's CALL again, then go on."
   (setf (lispm-turn-outcomes turn)
-        (cl-remove (plist-get call :id) (lispm-turn-outcomes turn) :key #'car :test #'equal))
-  (plist-put call :started nil)
+        (cl-remove (lispm-turn-call-id call) (lispm-turn-outcomes turn) :key #'car :test #'equal))
+  (setf (lispm-turn-call-state call) 'new)
   (lispm-turn--enter turn 'tools))
 
 (defun lispm-turn--set-call-arguments (turn call)
   "Make the last assistant message of TURN show CALL's new arguments."
   (let ((message (car (last (lispm-turn-messages turn)))))
     (dolist (sent (plist-get message :tool_calls))
-      (when (equal (plist-get sent :id) (plist-get call :id))
-        (plist-put sent :arguments (plist-get call :arguments))))))
+      (when (equal (plist-get sent :id) (lispm-turn-call-id call))
+        (plist-put sent :arguments (lispm-turn-call-arguments call))))))
 
 (defun lispm-turn--abort (turn)
   "End TURN, keeping what was done; give each call not run a note.
@@ -898,10 +917,10 @@ A call that waits for an answer stops waiting."
       (setf (lispm-turn-messages turn)
             (append (lispm-turn-messages turn)
                     (mapcar (lambda (call)
-                              (let ((outcome (cdr (assoc (plist-get call :id) outcomes))))
+                              (let ((outcome (cdr (assoc (lispm-turn-call-id call) outcomes))))
                                 (lispm-turn--report turn call outcome)
-                                (list :role "tool" :tool_call_id (plist-get call :id)
-                                      :name (plist-get call :name)
+                                (list :role "tool" :tool_call_id (lispm-turn-call-id call)
+                                      :name (lispm-turn-call-name call)
                                       :content (if outcome (lispm-turn--capped outcome)
                                                  "Not run: the user ended the turn."))))
                             (lispm-turn-calls turn))))))
@@ -933,8 +952,8 @@ says so; the turn stops once the tool that runs, if any, is over."
     (lispm-model-cancel (lispm-turn-stream turn))
     (setf (lispm-turn-stream turn) nil))
   (dolist (call (lispm-turn-calls turn))
-    (when (eq (plist-get call :waiting) 'reply)
-      (plist-put call :waiting nil))))
+    (when (eq (lispm-turn-call-state call) 'reply)
+      (setf (lispm-turn-call-state call) 'running))))
 
 (defun lispm-turn-end (turn)
   "End TURN at once, as its actor has left.
@@ -970,17 +989,19 @@ it goes on as any turn, and asks the model again."
                :messages (plist-get waiting :messages)
                :recorded (lispm-session-turn-changes buffer (plist-get waiting :turn)))))
     (dolist (saved (plist-get waiting :calls))
-      (let ((call (list :id (plist-get saved :id) :name (plist-get saved :name)
-                        :arguments (plist-get saved :arguments) :started t))
+      (let ((call (lispm-turn-call-make :id (plist-get saved :id) :name (plist-get saved :name)
+                                        :arguments (plist-get saved :arguments)
+                                        :state 'running))
             (result (plist-get saved :result)))
         (setf (lispm-turn-calls turn) (append (lispm-turn-calls turn) (list call)))
         (cond (result
-               (plist-put call :reported t)
-               (push (cons (plist-get call :id) (list :ok t :text result))
+               (setf (lispm-turn-call-reported call) t
+                     (lispm-turn-call-state call) 'done)
+               (push (cons (lispm-turn-call-id call) (list :ok t :text result))
                      (lispm-turn-outcomes turn)))
               ((plist-get saved :request)
-               (plist-put call :request (plist-get saved :request))
-               (plist-put call :waiting 'reply))
+               (setf (lispm-turn-call-request call) (plist-get saved :request)
+                     (lispm-turn-call-state call) 'reply))
               (t (lispm-turn--called turn call (list :ok t :text
                                                      lispm-session-not-run-result))))))
     (lispm-turn--trace turn 'rebuilt (lispm-turn-waiting-requests turn))

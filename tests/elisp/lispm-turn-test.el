@@ -208,7 +208,7 @@ ended, SINK to its sink.  The actor is an own agent without a session."
     (should (= lispm-turn-test--checks 1))
     ;; A failure that is not the model's is not its result yet.
     (should-not (lispm-turn-test--told sink 'result))
-    (should (equal (mapcar (lambda (args) (plist-get (car args) :id))
+    (should (equal (mapcar (lambda (args) (lispm-turn-call-id (car args)))
                            (lispm-turn-test--told sink 'call))
                    '("c1")))
     (lispm-turn-test--restart turn 'retry)
@@ -226,7 +226,7 @@ ended, SINK to its sink.  The actor is an own agent without a session."
     (should (equal (lispm-turn-test--last-request-results)
                    '(("c1" . "Error: Not yes: no"))))
     (pcase-let ((`((,call ,text ,error ,_records)) (lispm-turn-test--told sink 'result)))
-      (should (equal (plist-get call :id) "c1"))
+      (should (equal (lispm-turn-call-id call) "c1"))
       (should (equal text "Error: Not yes: no"))
       (should error))))
 
