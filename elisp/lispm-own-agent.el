@@ -102,7 +102,8 @@ they are kept word for word."
   (asked nil :documentation "The ids of the requests asked of it that this Emacs handed it.")
   (awaited nil :documentation "Alist of the ids of the requests its calls waited on in an
 earlier Emacs, still open, to the agent each was asked of.")
-  (compacting nil :documentation "Non-nil while the older turns are summarised."))
+  (compacting nil :documentation "While the older turns are summarised: the
+compaction's turn (`lispm-agent--compact'), or t as it starts."))
 
 (defvar-local lispm-agent--session-of nil
   "The own agent whose session this buffer is.")
@@ -719,45 +720,72 @@ with \[lispm-agent-interrupt]; revert the turn at point with
          (used (and last (plist-get (lispm-turn-usage last) :input_tokens))))
     (and window used (>= used (* lispm-agent-compact-at window)))))
 
+(cl-defstruct (lispm-agent--compaction (:constructor lispm-agent--compaction-make)
+                                        (:copier nil))
+  "The sink of a compaction: a turn, offered no tools, that summarises."
+  (agent nil :documentation "The own agent whose older turns are summarised.")
+  (upto nil :documentation "The last turn the summary replaces.")
+  (then nil :documentation "Called with nil or the error's text, at the end.")
+  (error nil :documentation "The message of the condition it stopped at, if any."))
+
+(defun lispm-agent--compacted (agent error-text then)
+  "End AGENT's compaction, with ERROR-TEXT if it failed; call THEN with it."
+  ;; The newest usage measured the history before this: forget it, or
+  ;; the next turn would compact again.
+  (when-let* ((last (cdr (car (lispm-own-agent-turns agent)))))
+    (setf (lispm-turn-usage last) nil))
+  (setf (lispm-own-agent-compacting agent) nil)
+  (lispm-agent--set-activity agent 'idle)
+  (when error-text
+    (message "LispM: compaction of %s failed: %s" (lispm-actor-name agent) error-text))
+  (when then (funcall then error-text))
+  (run-at-time 0 nil #'lispm-agent--next agent))
+
+(cl-defmethod lispm-turn-report ((sink lispm-agent--compaction) turn
+                                 (_what (eql stopped)))
+  "End the compaction TURN at once, keeping the history whole.
+Its condition's message is SINK's error."
+  (setf (lispm-agent--compaction-error sink) (cadr (lispm-turn-condition turn)))
+  (lispm-turn-restart turn 'abort))
+
+(cl-defmethod lispm-turn-report ((sink lispm-agent--compaction) turn (_what (eql end)))
+  "Put the summary TURN answered in place of the older history SINK names."
+  (let ((agent (lispm-agent--compaction-agent sink)))
+    (lispm-agent--compacted
+     agent
+     (or (lispm-agent--compaction-error sink)
+         (condition-case err
+             (progn (lispm-session-compact
+                     (lispm-own-agent-buffer agent)
+                     (plist-get (car (last (lispm-turn-messages turn))) :content)
+                     (lispm-agent--compaction-upto sink))
+                    nil)
+           (lispm-error (lispm-error-message err))))
+     (lispm-agent--compaction-then sink))))
+
 (defun lispm-agent--compact (agent &optional then)
-  "Compact the history of AGENT; then call THEN with nil or an error."
+  "Compact the history of AGENT; then call THEN with nil or an error.
+The summary is the answer of a turn offered no tools, whose sink is a
+`lispm-agent--compaction'."
   (let* ((buffer (lispm-own-agent-buffer agent))
-         (source (lispm-session-compaction-source buffer))
-         (pieces nil)
-         (finish (lambda (error-text)
-                   ;; The newest usage measured the history before this:
-                   ;; forget it, or the next turn would compact again.
-                   (when-let* ((last (cdr (car (lispm-own-agent-turns agent)))))
-                     (setf (lispm-turn-usage last) nil))
-                   (setf (lispm-own-agent-compacting agent) nil)
-                   (lispm-agent--set-activity agent 'idle)
-                   (when error-text
-                     (message "LispM: compaction of %s failed: %s"
-                              (lispm-actor-name agent) error-text))
-                   (when then (funcall then error-text))
-                   (run-at-time 0 nil #'lispm-agent--next agent))))
+         (source (lispm-session-compaction-source buffer)))
     (if (< (or (plist-get source :upto) 0) 1)
-        (funcall finish "there are no older turns to summarise")
-      (setf (lispm-own-agent-compacting agent) t)
+        (lispm-agent--compacted agent "there are no older turns to summarise" then)
       (lispm-agent--set-activity agent 'thinking)
-      (lispm-model-stream
-       (lispm-own-agent-model agent)
-       (list :system lispm-agent-compact-prompt
-             :messages (list (list :role "user"
-                                   :content (concat "Conversation to summarise:\n\n"
-                                                    (plist-get source :text)))))
-       (lambda (event)
-         (pcase (plist-get event :type)
-           ("text" (push (plist-get event :text) pieces))
-           ("error" (funcall finish (plist-get event :message)))
-           ("done"
-            (funcall finish
-                     (condition-case err
-                         (progn (lispm-session-compact
-                                 buffer (apply #'concat (nreverse pieces))
-                                 (plist-get source :upto))
-                                nil)
-                       (lispm-error (lispm-error-message err)))))))))))
+      (setf (lispm-own-agent-compacting agent) t)
+      (setf (lispm-own-agent-compacting agent)
+            (lispm-turn-start
+             agent buffer nil (lispm-own-agent-model agent)
+             (list (list :role "user"
+                         :content (concat "Conversation to summarise:\n\n"
+                                          (plist-get source :text))))
+             :system (lambda () lispm-agent-compact-prompt)
+             :offered nil
+             :sink (lispm-agent--compaction-make :agent agent :then then
+                                                 :upto (plist-get source :upto))))
+      (unless (lispm-turn-live-p (lispm-own-agent-compacting agent))
+        ;; It ended at once (no such model, no key).
+        (setf (lispm-own-agent-compacting agent) nil)))))
 
 ;;;###autoload
 (defun lispm-agent-compact (agent)

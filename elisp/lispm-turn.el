@@ -122,6 +122,9 @@
   (number nil :documentation "The turn's number in its session.")
   (model nil :documentation "The name of the model in `lispm-models' it asks.")
   (system nil :documentation "Function of no arguments returning the system prompt.")
+  (offered t :documentation "The tools offered: t, those of `lispm-turn-tools' its
+actor may use; nil, none, as to a compaction, whose model's calls are
+ignored.")
   (messages nil :documentation "The neutral messages the next request sends.")
   (state 'request :documentation "Where it is: see `lispm-turn-transitions'.")
   (steps 0 :documentation "How many model requests it has made.")
@@ -291,14 +294,16 @@ redefined."
         offered
       (cl-remove-if-not (lambda (tool) (member (plist-get tool :name) allowed)) offered))))
 
-(cl-defun lispm-turn-start (actor buffer number model messages &key system sink)
+(cl-defun lispm-turn-start (actor buffer number model messages
+                                  &key system sink (offered t))
   "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
 MODEL is a name in `lispm-models'; MESSAGES the conversation so far,
 the user's new words last.  SYSTEM is a function returning the system
-prompt; SINK is told what happens (`lispm-turn-report')."
+prompt; SINK is told what happens (`lispm-turn-report').  OFFERED nil
+offers the model no tools: the turn is one answer, as a compaction's."
   (let ((turn (lispm-turn--make :actor actor :buffer buffer :number number
                                 :model model :messages messages :system system
-                                :sink sink)))
+                                :sink sink :offered offered)))
     (lispm-turn--trace turn 'start number)
     (lispm-turn--enter turn 'request)
     turn))
@@ -333,7 +338,8 @@ prompt; SINK is told what happens (`lispm-turn-report')."
                                  (funcall (lispm-turn-system turn))
                                "")
                      :messages (lispm-turn-messages turn)
-                     :tools (lispm-turn-tools (lispm-turn-actor turn)))
+                     :tools (and (lispm-turn-offered turn)
+                                 (lispm-turn-tools (lispm-turn-actor turn))))
                (lambda (event) (lispm-turn--event turn event))))
       ;; No model, no key, no sidecar: each stops here, with restarts.
       (error
@@ -356,7 +362,7 @@ prompt; SINK is told what happens (`lispm-turn-report')."
        (let ((text (plist-get event :text)))
          (push text (lispm-turn-text turn))
          (lispm-turn--tell turn 'text text)))
-      ("tool_call"
+      ((and "tool_call" (guard (lispm-turn-offered turn)))
        (when (eq (lispm-turn-state turn) 'request)
          (lispm-turn--enter turn 'stream))
        (setf (lispm-turn-calls turn)
