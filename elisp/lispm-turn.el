@@ -874,7 +874,9 @@ A restart without a number of its own gets the first one free."
 (defun lispm-turn-restart (turn restart &optional argument)
   "Continue TURN, stopped at a condition, by RESTART: a name or a number.
 For `other-model', ARGUMENT is the model's name; for `edit-args', the
-new arguments, a JSON object's text."
+new arguments, a JSON object's text.  A restart that signals an error
+before the turn moves on (a model that does not exist) leaves it
+stopped at its condition, with its restarts."
   (let ((chosen (cdr (cl-find-if (lambda (numbered)
                                    (if (integerp restart) (eql (car numbered) restart)
                                      (eq (lispm-restart-name (cdr numbered)) restart)))
@@ -889,10 +891,19 @@ new arguments, a JSON object's text."
         (lispm-turn--tell turn 'note (format "Restart %s chosen%s" (upcase (symbol-name name))
                                              (if (eq name 'other-model)
                                                  (format " (%s)" argument) ""))))
-      (setf (lispm-turn-condition turn) nil
-            (lispm-turn-restarts turn) nil
-            (lispm-turn-interrupted turn) nil)
-      (funcall (lispm-restart-function chosen) argument))))
+      (let ((condition (lispm-turn-condition turn))
+            (restarts (lispm-turn-restarts turn)))
+        (setf (lispm-turn-condition turn) nil
+              (lispm-turn-restarts turn) nil
+              (lispm-turn-interrupted turn) nil)
+        (condition-case err
+            (funcall (lispm-restart-function chosen) argument)
+          (error
+           (when (and (eq (lispm-turn-state turn) 'stopped)
+                      (null (lispm-turn-condition turn)))
+             (setf (lispm-turn-condition turn) condition
+                   (lispm-turn-restarts turn) restarts))
+           (signal (car err) (cdr err))))))))
 
 (defun lispm-turn--retry-request (turn)
   "Send TURN's last request again, its failed answer forgotten."

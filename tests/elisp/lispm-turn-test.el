@@ -164,6 +164,10 @@ ended, SINK to its sink.  The actor is an own agent without a session."
                                            lispm-turn-test--hello)
     (should (eq (car (lispm-turn-condition turn)) 'lispm-model-timeout))
     (should (equal (lispm-turn-available-restarts turn) '(retry other-model abort)))
+    ;; A model that does not exist: the turn stays stopped, its restarts offered.
+    (should-error (lispm-turn-restart turn 'other-model "nonesuch") :type 'lispm-model-unknown)
+    (should (eq (car (lispm-turn-condition turn)) 'lispm-model-timeout))
+    (should (equal (lispm-turn-available-restarts turn) '(retry other-model abort)))
     (lispm-turn-test--restart turn 1 "backup")
     (should (equal lispm-turn-test--models '("backup" "scripted")))
     (should (equal (lispm-turn-model turn) "backup"))
