@@ -730,6 +730,10 @@ for its argument.")
    :description "Send the request again (or run the failing call again)"
    :function (lambda (_) (funcall function turn))))
 
+(defun lispm-turn--other-models (turn)
+  "Return the names of the models of `lispm-models' but TURN's."
+  (remove (lispm-turn-model turn) (lispm-model-names)))
+
 (defun lispm-turn--other-model-restart (turn)
   "Return the restart `other-model' of TURN: its request, to another model."
   (lispm-restart-make
@@ -737,12 +741,9 @@ for its argument.")
    :description (lambda ()
                   (format "Send the request again to another model (now %s; also: %s)"
                           (lispm-turn-model turn)
-                          (mapconcat #'identity
-                                     (remove (lispm-turn-model turn) (lispm-model-names))
-                                     ", ")))
+                          (string-join (lispm-turn--other-models turn) ", ")))
    :reader (lambda ()
-             (completing-read "Other model: "
-                              (remove (lispm-turn-model turn) (lispm-model-names)) nil t))
+             (completing-read "Other model: " (lispm-turn--other-models turn) nil t))
    :function (lambda (model)
                (lispm-model-get model)
                (setf (lispm-turn-model turn) model)
