@@ -24,16 +24,25 @@
 ;; callback (the model's stream, a tool's result, the user's decision).
 ;;
 ;; The turn's state is a `lispm-turn', explicit and inspectable; its
-;; `state' moves along `lispm-turn-transitions':
+;; `state' moves along `lispm-turn-transitions', a table that says, for
+;; each state, where it may go and what entering it does.  One
+;; function, `lispm-turn--enter', moves the state and runs that:
 ;;
 ;;   request   a model request is under way, nothing heard yet
+;;             (entering it sends the request, or stops at the limit)
 ;;   stream    the model's answer streams in
 ;;   tools     the tools it asked for run, one after the other; its
 ;;             asks (`lispm-turn-asking-tools') run together, each
-;;             call waiting for its answer
+;;             call waiting for its answer (entering it runs them)
 ;;   stopped   the turn stopped at a condition, waiting for a restart
+;;             (entering it shows the condition)
 ;;   done      the model answered; the turn is over
 ;;   aborted   the user ended it, keeping what was done
+;;
+;; Each call is a `lispm-turn-call', whose own `state' says where it
+;; stands: `new', `running', waiting for `approval' or for a `reply',
+;; `done'.  A compaction is a turn too, offered no tools, whose sink
+;; puts its answer in the session as the summary (lispm-own-agent.el).
 ;;
 ;; A call the user denies is that call's result, with the reason, and
 ;; the turn goes on; so are the model's own mistakes (an unknown tool,
