@@ -74,7 +74,6 @@
 ;;   -32077  lispm-skill-broken              a skill's code does not read
 ;;   -32078  lispm-model-error               a model cannot be asked (none, no key)
 ;;   -32079  lispm-turn-no-restart           no such restart for this condition
-;;   -32080  lispm-turn-failed               a turn of the own agent stopped
 ;;   -32085  lispm-lisp-error                a run_lisp program failed
 ;;   -32086  lispm-lisp-unreadable           a run_lisp program does not read
 ;;   -32087  lispm-lisp-refused              a run_lisp program may not run
@@ -115,6 +114,13 @@ parent's.  NAME's data is (TEXT . FIELDS), TEXT the whole message
   (define-error name message parent)
   (put name 'lispm-error-text-first t)
   (put name 'lispm-jsonrpc-code code))
+
+;; A second parent of the conditions that are a call's result, not a
+;; stop: the model gets the failure and goes on (a refusal, an unknown
+;; tool, bad arguments, a program that does not read...).  Each owner
+;; says so where it defines its condition.
+(lispm-define-error 'lispm-for-the-model "A failure the model gets as the call's result"
+                    'lispm-error)
 
 (defun lispm-error-jsonrpc-code (condition)
   "Return the JSON-RPC error code of CONDITION, a LispM error condition.

@@ -29,6 +29,9 @@
 ;;   Trace:
 ;;    …
 ;;
+;; The restarts are values (`lispm-restart'), made by whoever stopped
+;; the turn: this buffer knows none by name.  It shows each with its
+;; number, and the digits 0-9 are bound in a loop, as in SLY's sldb.
 ;; A digit or RET on a restart chooses it; TAB on a trace line shows
 ;; its details (made when first asked for); q buries the buffer and
 ;; leaves the turn stopped (reopen it from the agent's buffer).
@@ -46,17 +49,15 @@
 (defvar-keymap lispm-condition-mode-map
   :doc "Keymap of a LispM condition buffer."
   :parent special-mode-map
-  "0" #'lispm-condition-restart-0
-  "1" #'lispm-condition-restart-1
-  "2" #'lispm-condition-restart-2
-  "3" #'lispm-condition-restart-3
-  "4" #'lispm-condition-restart-4
-  "5" #'lispm-condition-restart-5
-  "a" #'lispm-condition-restart-4
+  "a" #'lispm-condition-abort
   "RET" #'lispm-condition-restart-at-point
   "TAB" #'lispm-condition-toggle-detail
   "n" #'forward-button
   "p" #'backward-button)
+
+(dotimes (number 10)
+  (keymap-set lispm-condition-mode-map (number-to-string number)
+              #'lispm-condition-restart-number))
 
 (define-derived-mode lispm-condition-mode special-mode "LispM-Condition"
   "Major mode of a turn stopped at a condition.
@@ -67,19 +68,6 @@
   "Return the name of TURN's condition buffer."
   (format "*LispM condition: %s turn %s*"
           (lispm-actor-name (lispm-turn-actor turn)) (lispm-turn-number turn)))
-
-(defun lispm-condition--describe-restart (turn name)
-  "Return the description of restart NAME of TURN."
-  (pcase name
-    ('other-model
-     (format "Send the request again to another model (now %s; also: %s)"
-             (lispm-turn-model turn)
-             (mapconcat #'identity
-                        (remove (lispm-turn-model turn) (lispm-model-names)) ", ")))
-    ('edit-args
-     (format "Edit the arguments of %s and run it"
-             (plist-get (lispm-turn-failing turn) :name)))
-    (_ (cdr (assq name lispm-turn-restarts)))))
 
 (defun lispm-condition--trace-line (entry)
   "Return a one-line summary of the trace ENTRY, (TIME WHAT DETAIL)."
@@ -96,14 +84,14 @@
                                 (lispm-turn-number turn) message)
                         'face 'error)
             (format "[Condition of type %s]\n\nRestarts:\n" type))
-    (dolist (name (lispm-turn-available-restarts turn))
-      (let ((number (lispm-turn-restart-number name)))
+    (pcase-dolist (`(,number . ,restart) (lispm-turn-numbered-restarts turn))
+      (let ((name (lispm-restart-name restart)))
         (insert " ")
         (insert-text-button (format "%d: [%s]" number (upcase (symbol-name name)))
                             'lispm-restart name
                             'action (lambda (_) (lispm-condition-restart name))
                             'help-echo "RET: choose this restart")
-        (insert " " (lispm-condition--describe-restart turn name) "\n")))
+        (insert " " (lispm-restart-describe restart) "\n")))
     (insert "\nTrace (TAB shows a line's details):\n")
     (dolist (entry (reverse (lispm-turn-trace turn)))
       (insert (propertize (concat " " (lispm-condition--trace-line entry))
@@ -125,21 +113,6 @@
     (display-buffer buffer)
     buffer))
 
-(defun lispm-condition--read-argument (turn name)
-  "Read the argument restart NAME of TURN needs from the user, or nil."
-  (pcase name
-    ('other-model
-     (completing-read "Other model: " (remove (lispm-turn-model turn) (lispm-model-names))
-                      nil t))
-    ('edit-args
-     (let ((text (read-string "Arguments (JSON): "
-                              (plist-get (lispm-turn-failing turn) :arguments))))
-       (condition-case err
-           (progn (ignore (json-parse-string text)) text)
-         (json-error (user-error "Not JSON: %s" (error-message-string err))))))
-    ;; With a prefix argument, that much fuel; else the default.
-    ('more-fuel (and current-prefix-arg (prefix-numeric-value current-prefix-arg)))))
-
 (defun lispm-condition-restart (name &optional argument)
   "Choose the restart NAME of this buffer's turn, with ARGUMENT if it needs one.
 Interactively, ask for the argument."
@@ -147,27 +120,28 @@ Interactively, ask for the argument."
         (buffer (current-buffer)))
     (unless (and turn (eq (lispm-turn-state turn) 'stopped))
       (user-error "This turn is not stopped any more"))
-    (unless (memq name (lispm-turn-available-restarts turn))
-      (user-error "No restart %s here" name))
-    (let ((argument (or argument (lispm-condition--read-argument turn name))))
+    (let* ((restart (or (cl-find name (lispm-turn-restarts turn) :key #'lispm-restart-name)
+                        (user-error "No restart %s here" name)))
+           (argument (or argument (and (lispm-restart-reader restart)
+                                       (funcall (lispm-restart-reader restart))))))
       (quit-window nil (get-buffer-window buffer))
       (kill-buffer buffer)
       (lispm-turn-restart turn name argument))))
 
-(defmacro lispm-condition--define-number-command (number)
-  "Define the command choosing the restart of NUMBER."
-  `(defun ,(intern (format "lispm-condition-restart-%d" number)) ()
-     ,(format "Choose restart %d of this turn, %s."
-              number (upcase (symbol-name (car (nth number lispm-turn-restarts)))))
-     (interactive nil lispm-condition-mode)
-     (lispm-condition-restart (car (nth ,number lispm-turn-restarts)))))
+(defun lispm-condition-restart-number ()
+  "Choose the restart whose number is the digit typed."
+  (interactive nil lispm-condition-mode)
+  (let* ((number (- (event-basic-type last-command-event) ?0))
+         (numbered (assq number (and lispm-condition--turn
+                                     (lispm-turn-numbered-restarts lispm-condition--turn)))))
+    (unless numbered
+      (user-error "No restart %d here" number))
+    (lispm-condition-restart (lispm-restart-name (cdr numbered)))))
 
-(lispm-condition--define-number-command 0)
-(lispm-condition--define-number-command 1)
-(lispm-condition--define-number-command 2)
-(lispm-condition--define-number-command 3)
-(lispm-condition--define-number-command 4)
-(lispm-condition--define-number-command 5)
+(defun lispm-condition-abort ()
+  "Choose the restart `abort' of this turn."
+  (interactive nil lispm-condition-mode)
+  (lispm-condition-restart 'abort))
 
 (defun lispm-condition-restart-at-point ()
   "Choose the restart at point, or show the details of the trace line there."

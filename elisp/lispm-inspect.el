@@ -71,6 +71,11 @@
 (declare-function lispm-turn-number "lispm-turn" (turn))
 (declare-function lispm-turn-state "lispm-turn" (turn))
 (declare-function lispm-turn-calls "lispm-turn" (turn))
+(declare-function lispm-turn-call-id "lispm-turn" (call))
+(declare-function lispm-turn-call-name "lispm-turn" (call))
+(declare-function lispm-turn-call-state "lispm-turn" (call))
+(declare-function lispm-turn-call-approval "lispm-turn" (call))
+(declare-function lispm-turn-call-request "lispm-turn" (call))
 (declare-function lispm-turn-outcomes "lispm-turn" (turn))
 (declare-function lispm-turn-usage "lispm-turn" (turn))
 (declare-function lispm-turn-trace "lispm-turn" (turn))
@@ -300,11 +305,11 @@ Rules narrowed to paths apply to no such action.")
     (buffer-local-value 'lispm-session-id buffer)))
 
 (defun lispm-inspect--call-link (agent turn call)
-  "Return a link to CALL, a call plist, of own AGENT's TURN."
-  (let ((label (format "%s %s" (plist-get call :name) (plist-get call :id))))
+  "Return a link to CALL, a `lispm-turn-call', of own AGENT's TURN."
+  (let ((label (format "%s %s" (lispm-turn-call-name call) (lispm-turn-call-id call))))
     (if-let* ((session (lispm-inspect--session-id agent)))
         (lispm-present-link 'call (format "%s/%s/%s" session (lispm-turn-number turn)
-                                          (plist-get call :id))
+                                          (lispm-turn-call-id call))
                             label)
       label)))
 
@@ -318,15 +323,15 @@ The turn keeps its current step's outcomes; its trace, every step's."
 
 (defun lispm-inspect--call-state (turn call)
   "Return how CALL of TURN stands, as text."
-  (let ((outcome (lispm-inspect--outcome turn (plist-get call :id))))
+  (let ((outcome (lispm-inspect--outcome turn (lispm-turn-call-id call))))
     (cond
-     ((eq (plist-get call :waiting) 'approval)
-      (if-let* ((approval (plist-get call :approval)))
+     ((eq (lispm-turn-call-state call) 'approval)
+      (if-let* ((approval (lispm-turn-call-approval call)))
           (concat "waits for approval "
                   (lispm-present-link 'approval (lispm-approval-id approval)))
         "waits for approval"))
-     ((eq (plist-get call :waiting) 'reply)
-      (concat "waits on request " (lispm-present-link 'request (plist-get call :request))))
+     ((eq (lispm-turn-call-state call) 'reply)
+      (concat "waits on request " (lispm-present-link 'request (lispm-turn-call-request call))))
      ((plist-get outcome :skipped) "skipped")
      ((and outcome (plist-get outcome :ok)) "done")
      (outcome (format "failed: %s" (truncate-string-to-width
@@ -358,10 +363,10 @@ The turn keeps its current step's outcomes; its trace, every step's."
             (lispm-inspect--note "None yet.")
           (dolist (call calls)
             (lispm-inspect--insert-item
-             (list 'call (plist-get call :id) (lispm-turn-number turn))
+             (list 'call (lispm-turn-call-id call) (lispm-turn-number turn))
              "- " (lispm-inspect--call-link agent turn call) ": "
              (lispm-inspect--call-state turn call))
-            (when-let* ((approval (plist-get call :approval)))
+            (when-let* ((approval (lispm-turn-call-approval call)))
               (put-text-property (line-beginning-position 0) (point)
                                  'lispm-inspect-approval (lispm-approval-id approval)))))))))
 
@@ -524,7 +529,7 @@ Asynchronous: this returns at once."
       (if-let* ((calls (lispm-inspect--turn-calls agent)))
           (pcase-dolist (`(,time ,turn ,call) (seq-take calls lispm-inspect-calls-limit))
             (lispm-inspect--insert-item
-             (list 'call (plist-get call :id) (lispm-turn-number turn))
+             (list 'call (lispm-turn-call-id call) (lispm-turn-number turn))
              "- " (lispm-inspect--time time) " " (lispm-inspect--call-link agent turn call)
              (format " (turn %d): " (lispm-turn-number turn))
              (lispm-inspect--call-state turn call)))

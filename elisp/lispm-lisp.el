@@ -104,9 +104,9 @@ and the field widths of `format'."
 
 (lispm-define-error 'lispm-lisp-error "Error in a run_lisp program" 'lispm-error -32085)
 (lispm-define-error 'lispm-lisp-unreadable "A run_lisp program that does not read"
-                    'lispm-lisp-error -32086)
+                    '(lispm-lisp-error lispm-for-the-model) -32086)
 (lispm-define-error 'lispm-lisp-refused "A run_lisp program LispM will not run"
-                    'lispm-lisp-error -32087)
+                    '(lispm-lisp-error lispm-for-the-model) -32087)
 (lispm-define-error 'lispm-lisp-fuel-exhausted "A run_lisp program ran out of fuel"
                     'lispm-error -32088)
 ;; Not an `error': a program's handler for `error' must not catch it.

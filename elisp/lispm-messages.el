@@ -57,7 +57,8 @@
 (require 'lispm-agents)
 (require 'lispm-tools)
 
-(lispm-define-error 'lispm-message-failed "A message could not be sent" 'lispm-error)
+(lispm-define-error 'lispm-message-failed "A message could not be sent"
+                    '(lispm-error lispm-for-the-model))
 ;; Its data: the sidecar's message, then the method that failed.
 (lispm-define-error 'lispm-message-unanswered "The asked agent ended without replying"
                     'lispm-message-failed)

@@ -31,12 +31,13 @@
 ;;   "tool_call"  :id :name :arguments (the raw JSON text)
 ;;   "usage"      :input_tokens :output_tokens
 ;;   "done"       :stop_reason            the end of the stream
-;;   "error"      :message [:status :body] the end of the stream
+;;   "error"      :kind :message [:status :body] the end of the stream
 ;;
 ;; Exactly one "done" or "error" ends a stream.  A stream that hears
 ;; nothing for `lispm-model-idle-timeout' seconds, or whose sidecar
 ;; dies, ends in an "error" made here.  After `lispm-model-cancel' the
-;; handler hears nothing more.
+;; handler hears nothing more.  An error's :kind says what failed, and
+;; `lispm-model-error-condition' which condition that is.
 ;;
 ;; A key goes from auth-source or the environment into a file only the
 ;; user can read, in the sidecar's private runtime folder; the sidecar
@@ -97,6 +98,31 @@ Each entry is (NAME . PROPERTIES):
 (lispm-define-error 'lispm-model-error "LispM model error" 'lispm-error -32078)
 (lispm-define-error 'lispm-model-unknown "No such model" 'lispm-model-error)
 (lispm-define-error 'lispm-model-no-key "No key for the model" 'lispm-model-error)
+;; What a turn stops at when its model fails.
+(lispm-define-error 'lispm-model-unavailable "The model cannot be asked" 'lispm-model-error)
+(lispm-define-error 'lispm-model-http-error "The model's API answered with an error"
+                    'lispm-model-error)
+(lispm-define-error 'lispm-model-stream-cut "The model's answer was cut short"
+                    'lispm-model-error)
+(lispm-define-error 'lispm-model-timeout "The model did not answer in time"
+                    'lispm-model-error)
+(lispm-define-error 'lispm-model-malformed-reply "The model's reply is malformed"
+                    'lispm-model-error)
+
+(defconst lispm-model-error-kinds
+  '(("http" . lispm-model-http-error)
+    ("timeout" . lispm-model-timeout)
+    ("malformed" . lispm-model-malformed-reply)
+    ("cut" . lispm-model-stream-cut)
+    ("link" . lispm-model-unavailable))
+  "The :kind of a stream's \"error\" event, and the condition it is.
+The sidecar sends the first four; Emacs makes \"timeout\" (no event
+for `lispm-model-idle-timeout') and \"link\" (the sidecar is gone).")
+
+(defun lispm-model-error-condition (event)
+  "Return the condition of EVENT, a stream's \"error\" event, by its :kind."
+  (alist-get (plist-get event :kind) lispm-model-error-kinds 'lispm-model-stream-cut
+             nil #'equal))
 
 ;;; Models
 

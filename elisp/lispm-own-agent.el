@@ -102,7 +102,8 @@ they are kept word for word."
   (asked nil :documentation "The ids of the requests asked of it that this Emacs handed it.")
   (awaited nil :documentation "Alist of the ids of the requests its calls waited on in an
 earlier Emacs, still open, to the agent each was asked of.")
-  (compacting nil :documentation "Non-nil while the older turns are summarised."))
+  (compacting nil :documentation "While the older turns are summarised: the
+compaction's turn (`lispm-agent--compact'), or t as it starts."))
 
 (defvar-local lispm-agent--session-of nil
   "The own agent whose session this buffer is.")
@@ -201,10 +202,78 @@ It runs after the agent is idle again, before what waits for it starts.")
     (lispm-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
 
 (defun lispm-agent--turn-keys (agent)
-  "Return the keys `lispm-turn-start' gets for a turn of AGENT."
+  "Return the keys `lispm-turn-start' gets for a turn of AGENT.
+AGENT is the turn's sink: what happens goes to its session."
   (list :system (lambda () (lispm-agent-system-prompt agent))
-        :on-state (lambda (turn) (lispm-agent--turn-state-changed agent turn))
-        :on-end (lambda (turn) (lispm-agent--turn-ended agent turn))))
+        :sink agent))
+
+;;; The session, the turn's sink
+
+(cl-defmethod lispm-turn-sink-live-p ((_agent lispm-own-agent) turn)
+  "Return non-nil if TURN's session buffer is still there."
+  (buffer-live-p (lispm-turn-buffer turn)))
+
+(cl-defmethod lispm-turn-report ((agent lispm-own-agent) turn (_what (eql state)))
+  "Show what AGENT does now that TURN's state changed."
+  (lispm-agent--turn-state-changed agent turn))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text)) text)
+  "Stream TEXT, a piece of TURN's answer, into its session."
+  (lispm-session-stream-text
+   (or (lispm-turn-reply turn)
+       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
+   text))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text-end)))
+  "End the text of TURN's answer in its session."
+  (lispm-session-end-reply (lispm-turn-reply turn)))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql call)) call)
+  "Write CALL, which TURN's model asked for, in its session."
+  (lispm-session-insert-call (lispm-turn-buffer turn)
+                             (list :id (lispm-turn-call-id call) :name (lispm-turn-call-name call)
+                                   :arguments (lispm-turn-call-arguments call))))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql approval))
+                                 call approval)
+  "Write in TURN's session that CALL waits for APPROVAL."
+  (when (buffer-live-p (lispm-turn-buffer turn))
+    (lispm-session-insert-approval
+     (lispm-turn-buffer turn) (lispm-turn-call-id call)
+     (or (lispm-approval-title approval)
+         (format "%s %s" (lispm-approval-kind approval) (lispm-turn-call-name call))))))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql decided))
+                                 call state reason)
+  "Mark CALL's approval in TURN's session as decided: STATE, with REASON."
+  (lispm-session-decide-approval (lispm-turn-buffer turn) (lispm-turn-call-id call) state reason))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql request))
+                                 call request-id)
+  "Record in TURN's session that CALL waits on REQUEST-ID."
+  (lispm-session-record-request (lispm-turn-buffer turn) (lispm-turn-call-id call) request-id))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql result))
+                                 call text error records)
+  "Write CALL's result TEXT in TURN's session, ERROR non-nil for a failure.
+RECORDS are the changes CALL made, as the session records them."
+  (lispm-session-insert-result (lispm-turn-buffer turn) (lispm-turn-call-id call)
+                               text error records))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql note)) text)
+  "Write the note TEXT in TURN's session."
+  (lispm-session-insert-note (lispm-turn-buffer turn) text))
+
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql stopped)))
+  "Show the condition TURN stopped at."
+  (when (buffer-live-p (lispm-turn-buffer turn))
+    (lispm-condition-show turn)))
+
+(cl-defmethod lispm-turn-report ((agent lispm-own-agent) turn (_what (eql end)))
+  "Save and commit TURN's session, and start what waits for AGENT."
+  (when (buffer-live-p (lispm-turn-buffer turn))
+    (lispm-session-end-turn (lispm-turn-buffer turn)))
+  (lispm-agent--turn-ended agent turn))
 
 (defun lispm-agent--adopt (agent turn)
   "Make TURN, just started, AGENT's turn under way if it is; return TURN.
@@ -332,14 +401,6 @@ resumes it; M-x lispm-forget-agents ends what waits on it, and so this wait"
              (string-join (delete-dups (mapcar #'cdr absent)) ", ")))
     (run-hooks 'lispm-agents-changed-hook)))
 
-(defun lispm-agent-stopped (turn)
-  "Show the condition TURN stopped at, if it is a turn of an own agent."
-  (when (and (lispm-own-agent-p (lispm-turn-actor turn))
-             (buffer-live-p (lispm-turn-buffer turn)))
-    (lispm-condition-show turn)))
-
-(add-hook 'lispm-turn-stopped-functions #'lispm-agent-stopped)
-
 ;;; Starting and ending
 
 (defun lispm-agent-make (folder model session &optional role name resume)
@@ -389,13 +450,20 @@ or nil."
       (lispm-turn-suspend
        turn 'lispm-lisp-fuel-exhausted
        (format "The run_lisp program ran out of fuel after %d steps" used)
-       (lambda (restart argument)
-         (pcase restart
-           ('more-fuel (funcall callback (if (natnump argument) argument
-                                           lispm-lisp-default-fuel)))
-           ('abort (funcall callback nil)
-                   (lispm-run-lisp-abort-actor agent "the turn ended"))
-           (_ (funcall callback nil))))))))
+       (list (lispm-restart-make
+              :name 'more-fuel :number 5
+              :description "Give the program more fuel and let it go on"
+              ;; With a prefix argument, that much fuel; else the default.
+              :reader (lambda () (and current-prefix-arg
+                                      (prefix-numeric-value current-prefix-arg)))
+              :function (lambda (fuel)
+                          (lispm-turn-go-on turn)
+                          (funcall callback (if (natnump fuel) fuel lispm-lisp-default-fuel))))
+             (lispm-turn-skip-restart turn (lambda () (funcall callback nil)))
+             (lispm-turn-abort-restart
+              turn (lambda ()
+                     (funcall callback nil)
+                     (lispm-run-lisp-abort-actor agent "the turn ended"))))))))
 
 (defun lispm-agent--buffer-killed ()
   "End the own agent of the buffer being killed, quietly."
@@ -536,9 +604,8 @@ session is not resumed: it never acts outside its caller's bounds"
 Point is in a tool call's entry, or in its TODO item."
   (when-let* ((turn (lispm-own-agent-turn agent))
               (id (org-entry-get nil "LISPM_CALL_ID" t))
-              (call (cl-find id (lispm-turn-calls turn)
-                             :key (lambda (call) (plist-get call :id)) :test #'equal))
-              (approval (plist-get call :approval)))
+              (call (cl-find id (lispm-turn-calls turn) :key #'lispm-turn-call-id :test #'equal))
+              (approval (lispm-turn-call-approval call)))
     (and (lispm-approvals-get (lispm-approval-id approval)) approval)))
 
 (defun lispm-agent--decide (approval deny)
@@ -653,45 +720,72 @@ with \[lispm-agent-interrupt]; revert the turn at point with
          (used (and last (plist-get (lispm-turn-usage last) :input_tokens))))
     (and window used (>= used (* lispm-agent-compact-at window)))))
 
+(cl-defstruct (lispm-agent--compaction (:constructor lispm-agent--compaction-make)
+                                        (:copier nil))
+  "The sink of a compaction: a turn, offered no tools, that summarises."
+  (agent nil :documentation "The own agent whose older turns are summarised.")
+  (upto nil :documentation "The last turn the summary replaces.")
+  (then nil :documentation "Called with nil or the error's text, at the end.")
+  (error nil :documentation "The message of the condition it stopped at, if any."))
+
+(defun lispm-agent--compacted (agent error-text then)
+  "End AGENT's compaction, with ERROR-TEXT if it failed; call THEN with it."
+  ;; The newest usage measured the history before this: forget it, or
+  ;; the next turn would compact again.
+  (when-let* ((last (cdr (car (lispm-own-agent-turns agent)))))
+    (setf (lispm-turn-usage last) nil))
+  (setf (lispm-own-agent-compacting agent) nil)
+  (lispm-agent--set-activity agent 'idle)
+  (when error-text
+    (message "LispM: compaction of %s failed: %s" (lispm-actor-name agent) error-text))
+  (when then (funcall then error-text))
+  (run-at-time 0 nil #'lispm-agent--next agent))
+
+(cl-defmethod lispm-turn-report ((sink lispm-agent--compaction) turn
+                                 (_what (eql stopped)))
+  "End the compaction TURN at once, keeping the history whole.
+Its condition's message is SINK's error."
+  (setf (lispm-agent--compaction-error sink) (cadr (lispm-turn-condition turn)))
+  (lispm-turn-restart turn 'abort))
+
+(cl-defmethod lispm-turn-report ((sink lispm-agent--compaction) turn (_what (eql end)))
+  "Put the summary TURN answered in place of the older history SINK names."
+  (let ((agent (lispm-agent--compaction-agent sink)))
+    (lispm-agent--compacted
+     agent
+     (or (lispm-agent--compaction-error sink)
+         (condition-case err
+             (progn (lispm-session-compact
+                     (lispm-own-agent-buffer agent)
+                     (plist-get (car (last (lispm-turn-messages turn))) :content)
+                     (lispm-agent--compaction-upto sink))
+                    nil)
+           (lispm-error (lispm-error-message err))))
+     (lispm-agent--compaction-then sink))))
+
 (defun lispm-agent--compact (agent &optional then)
-  "Compact the history of AGENT; then call THEN with nil or an error."
+  "Compact the history of AGENT; then call THEN with nil or an error.
+The summary is the answer of a turn offered no tools, whose sink is a
+`lispm-agent--compaction'."
   (let* ((buffer (lispm-own-agent-buffer agent))
-         (source (lispm-session-compaction-source buffer))
-         (pieces nil)
-         (finish (lambda (error-text)
-                   ;; The newest usage measured the history before this:
-                   ;; forget it, or the next turn would compact again.
-                   (when-let* ((last (cdr (car (lispm-own-agent-turns agent)))))
-                     (setf (lispm-turn-usage last) nil))
-                   (setf (lispm-own-agent-compacting agent) nil)
-                   (lispm-agent--set-activity agent 'idle)
-                   (when error-text
-                     (message "LispM: compaction of %s failed: %s"
-                              (lispm-actor-name agent) error-text))
-                   (when then (funcall then error-text))
-                   (run-at-time 0 nil #'lispm-agent--next agent))))
+         (source (lispm-session-compaction-source buffer)))
     (if (< (or (plist-get source :upto) 0) 1)
-        (funcall finish "there are no older turns to summarise")
-      (setf (lispm-own-agent-compacting agent) t)
+        (lispm-agent--compacted agent "there are no older turns to summarise" then)
       (lispm-agent--set-activity agent 'thinking)
-      (lispm-model-stream
-       (lispm-own-agent-model agent)
-       (list :system lispm-agent-compact-prompt
-             :messages (list (list :role "user"
-                                   :content (concat "Conversation to summarise:\n\n"
-                                                    (plist-get source :text)))))
-       (lambda (event)
-         (pcase (plist-get event :type)
-           ("text" (push (plist-get event :text) pieces))
-           ("error" (funcall finish (plist-get event :message)))
-           ("done"
-            (funcall finish
-                     (condition-case err
-                         (progn (lispm-session-compact
-                                 buffer (apply #'concat (nreverse pieces))
-                                 (plist-get source :upto))
-                                nil)
-                       (lispm-error (lispm-error-message err)))))))))))
+      (setf (lispm-own-agent-compacting agent) t)
+      (setf (lispm-own-agent-compacting agent)
+            (lispm-turn-start
+             agent buffer nil (lispm-own-agent-model agent)
+             (list (list :role "user"
+                         :content (concat "Conversation to summarise:\n\n"
+                                          (plist-get source :text))))
+             :system (lambda () lispm-agent-compact-prompt)
+             :offered nil
+             :sink (lispm-agent--compaction-make :agent agent :then then
+                                                 :upto (plist-get source :upto))))
+      (unless (lispm-turn-live-p (lispm-own-agent-compacting agent))
+        ;; It ended at once (no such model, no key).
+        (setf (lispm-own-agent-compacting agent) nil)))))
 
 ;;;###autoload
 (defun lispm-agent-compact (agent)

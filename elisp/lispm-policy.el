@@ -128,7 +128,7 @@ The first rule of the role that matches wins; with none, the answer is
 ;; (a rule of the actor's role), `user' (who was asked) or `withdrawn'
 ;; (the question went before anyone answered, e.g. its actor left);
 ;; REASON, the user's words or why it was withdrawn, a string or nil.
-(lispm-define-error 'lispm-policy-denied "Denied" 'lispm-error -32056)
+(lispm-define-error 'lispm-policy-denied "Denied" '(lispm-error lispm-for-the-model) -32056)
 
 (defun lispm-policy-denial (kind by reason &optional role)
   "Return the `lispm-policy-denied' condition of refusing KIND, BY whom, REASON.

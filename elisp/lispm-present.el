@@ -67,6 +67,8 @@
 (declare-function lispm-agent-send "lispm-own-agent" (agent text))
 (declare-function lispm-turn-outcomes "lispm-turn" (turn))
 (declare-function lispm-turn-calls "lispm-turn" (turn))
+(declare-function lispm-turn-call-id "lispm-turn" (call))
+(declare-function lispm-turn-call-approval "lispm-turn" (call))
 (declare-function lispm-change-file "lispm-edit" (change))
 (declare-function lispm-change-buffer "lispm-edit" (change))
 (declare-function lispm-change-before "lispm-edit" (change))
@@ -247,9 +249,9 @@ Signal a `user-error' if the turn has no such call."
 (defun lispm-present--call-approval (session number call)
   "Return the pending approval CALL of turn NUMBER of SESSION waits for, or nil."
   (when-let* ((turn (lispm-present--live-turn session number))
-              (found (seq-find (lambda (c) (equal (plist-get c :id) call))
+              (found (seq-find (lambda (c) (equal (lispm-turn-call-id c) call))
                                (lispm-turn-calls turn)))
-              (approval (plist-get found :approval)))
+              (approval (lispm-turn-call-approval found)))
     (and (featurep 'lispm-approvals) (lispm-approvals-get (lispm-approval-id approval))
          approval)))
 

@@ -152,7 +152,7 @@ that asks and asks is not one to answer."
   "The longest line, in characters, a program's Emacs may write.")
 
 (lispm-define-error 'lispm-lisp-program-error "A run_lisp program signalled an error"
-                    'lispm-lisp-error -32089)
+                    '(lispm-lisp-error lispm-for-the-model) -32089)
 (lispm-define-error 'lispm-lisp-interrupted "A run_lisp program was stopped"
                     'lispm-lisp-error -32090)
 

@@ -87,10 +87,12 @@
 ;; The codes are in lispm-base.el's table.  Each condition's data is
 ;; its message, then the fields named in its comment.
 (lispm-define-error 'lispm-tool-error "LispM tool error" 'lispm-error -32040)
-(lispm-define-error 'lispm-tool-unknown "Unknown tool" 'lispm-tool-error -32060)
-(lispm-define-error 'lispm-tool-bad-args "Bad tool arguments" 'lispm-tool-error -32061)
+(lispm-define-error 'lispm-tool-unknown "Unknown tool"
+                    '(lispm-tool-error lispm-for-the-model) -32060)
+(lispm-define-error 'lispm-tool-bad-args "Bad tool arguments"
+                    '(lispm-tool-error lispm-for-the-model) -32061)
 (lispm-define-error 'lispm-tool-outside-folder "Outside the agent's folder"
-                    'lispm-tool-error -32030)
+                    '(lispm-tool-error lispm-for-the-model) -32030)
 ;; FILE
 (lispm-define-error 'lispm-tool-no-such-file "No such file"
                     '(lispm-no-such-file lispm-tool-error))

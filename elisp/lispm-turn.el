@@ -24,25 +24,42 @@
 ;; callback (the model's stream, a tool's result, the user's decision).
 ;;
 ;; The turn's state is a `lispm-turn', explicit and inspectable; its
-;; `state' moves along `lispm-turn-transitions':
+;; `state' moves along `lispm-turn-transitions', a table that says, for
+;; each state, where it may go and what entering it does.  One
+;; function, `lispm-turn--enter', moves the state and runs that:
 ;;
 ;;   request   a model request is under way, nothing heard yet
+;;             (entering it sends the request, or stops at the limit)
 ;;   stream    the model's answer streams in
 ;;   tools     the tools it asked for run, one after the other; its
 ;;             asks (`lispm-turn-asking-tools') run together, each
-;;             call waiting for its answer
+;;             call waiting for its answer (entering it runs them)
 ;;   stopped   the turn stopped at a condition, waiting for a restart
+;;             (entering it shows the condition)
 ;;   done      the model answered; the turn is over
 ;;   aborted   the user ended it, keeping what was done
+;;
+;; Each call is a `lispm-turn-call', whose own `state' says where it
+;; stands: `new', `running', waiting for `approval' or for a `reply',
+;; `done'.  A compaction is a turn too, offered no tools, whose sink
+;; puts its answer in the session as the summary (lispm-own-agent.el).
 ;;
 ;; A call the user denies is that call's result, with the reason, and
 ;; the turn goes on; so are the model's own mistakes (an unknown tool,
 ;; arguments that are not JSON, a path outside the folder).  What the
 ;; model cannot fix stops the turn at a condition with restarts, as in
-;; SLIME's debugger (`lispm-turn-restart', the numbers of
-;; `lispm-turn-restarts'): an HTTP error or a time-out, a stream cut
-;; short, an empty reply, an error inside a tool, the step limit, the
-;; same call failing again and again, an interrupt.
+;; SLIME's debugger: an HTTP error or a time-out, a stream cut short,
+;; an empty reply, an error inside a tool, the step limit, the same
+;; call failing again and again, an interrupt.  A restart is a value, a
+;; `lispm-restart' (its name, number, description, how to read its
+;; argument, what it does), made by whoever stops the turn: the turn
+;; for its own conditions, the own agent for a program out of fuel
+;; (`lispm-turn-suspend').  `lispm-turn-restart' chooses one.
+;;
+;; The turn writes nothing itself: it tells its sink what happens (the
+;; text, a call, a result, an approval, a note, the end) through
+;; `lispm-turn-report', a generic function.  The own agent's session
+;; is one sink; a test's list is another.
 ;;
 ;; Every change the turn's calls made is kept (`lispm-turn-changes'),
 ;; newest first, so that `lispm-turn-revert' can take the turn back.
@@ -88,17 +105,10 @@
 
 ;;; Conditions
 
-(lispm-define-error 'lispm-turn-failed "The turn failed" 'lispm-error -32080)
-(lispm-define-error 'lispm-model-http-error "The model's API answered with an error"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-stream-cut "The model's answer was cut short"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-timeout "The model did not answer in time"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-malformed-reply "The model's reply is malformed"
-                    'lispm-turn-failed)
-(lispm-define-error 'lispm-model-unavailable "The model cannot be asked"
-                    'lispm-turn-failed)
+;; What a turn stops at, besides its model's failures (lispm-model.el)
+;; and a program out of fuel (lispm-lisp.el).  They are the turn's
+;; `condition', never signalled: they have no JSON-RPC code.
+(lispm-define-error 'lispm-turn-failed "The turn failed" 'lispm-error)
 (lispm-define-error 'lispm-turn-tool-failed "A tool failed" 'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-step-limit "The turn reached its step limit"
                     'lispm-turn-failed)
@@ -107,31 +117,9 @@
 (lispm-define-error 'lispm-turn-interrupted "The user interrupted the turn"
                     'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-wait-ended "A call stopped waiting for its answer"
-                    'lispm-turn-failed)
+                    'lispm-for-the-model)
 ;; Its data: the call's result, then the request's id.
 (lispm-define-error 'lispm-turn-no-restart "No such restart here" 'lispm-error -32079)
-
-(defconst lispm-turn-restarts
-  '((retry . "Send the request again (or run the failing call again)")
-    (other-model . "Send the request again to another of `lispm-models'")
-    (skip-tool . "Give the error to the model as the tool's result")
-    (edit-args . "Edit the failing call's arguments and run it")
-    (abort . "End the turn, keeping what was done")
-    (more-fuel . "Give the program more fuel and let it go on"))
-  "Every restart, in the order of its number: 0 is `retry', 4 `abort'.")
-
-(defconst lispm-turn--condition-restarts
-  '((lispm-model-http-error retry other-model abort)
-    (lispm-model-unavailable retry other-model abort)
-    (lispm-model-stream-cut retry other-model abort)
-    (lispm-model-timeout retry other-model abort)
-    (lispm-model-malformed-reply retry other-model abort)
-    (lispm-turn-tool-failed retry skip-tool edit-args abort)
-    (lispm-turn-step-limit retry abort)
-    (lispm-turn-repeated-failure retry skip-tool edit-args abort)
-    (lispm-turn-interrupted retry other-model abort)
-    (lispm-lisp-fuel-exhausted more-fuel skip-tool abort))
-  "The restarts each condition offers.")
 
 ;;; The turn
 
@@ -139,14 +127,18 @@
   "One turn of LispM's own agent, from the user's words to the answer."
   (actor nil :documentation "Who acts: a `lispm-actor', for the policy.")
   (buffer nil :documentation "The session's buffer, where the turn shows.")
+  (sink nil :documentation "What the turn tells what happens: see `lispm-turn-report'.")
   (number nil :documentation "The turn's number in its session.")
   (model nil :documentation "The name of the model in `lispm-models' it asks.")
   (system nil :documentation "Function of no arguments returning the system prompt.")
+  (offered t :documentation "The tools offered: t, those of `lispm-turn-tools' its
+actor may use; nil, none, as to a compaction, whose model's calls are
+ignored.")
   (messages nil :documentation "The neutral messages the next request sends.")
   (state 'request :documentation "Where it is: see `lispm-turn-transitions'.")
   (steps 0 :documentation "How many model requests it has made.")
   (stream nil :documentation "The id of its model stream under way.")
-  (reply nil :documentation "The session's stream object of the model's text.")
+  (reply nil :documentation "What the sink keeps of the current answer's text.")
   (text nil :documentation "The current answer's text pieces, newest first.")
   (calls nil :documentation "The current answer's tool calls, in order.")
   (outcomes nil :documentation "Alist of call id to outcome plist.")
@@ -157,20 +149,42 @@ session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
             :documentation "How often each (NAME . ARGUMENTS) failed.")
   (failing nil :documentation "The call whose failure stopped the turn.")
   (condition nil :documentation "When stopped: the condition, (SYMBOL . DATA).")
+  (restarts nil :documentation "When stopped: its `lispm-restart's, in order.")
   (interrupted nil :documentation "Non-nil once the user asked it to stop.")
   (usage nil :documentation "The newest usage the model reported, a plist.")
-  (trace nil :documentation "What happened, newest first: (TIME WHAT DETAIL).")
-  (on-state nil :documentation "Called with the turn whenever its state changes.")
-  (on-end nil :documentation "Called with the turn once it is done or aborted."))
+  (trace nil :documentation "What happened, newest first: (TIME WHAT DETAIL)."))
+
+(cl-defstruct (lispm-turn-call (:constructor lispm-turn-call-make) (:copier nil))
+  "A tool call the model asked for in a turn, and where it stands."
+  (id nil :documentation "The model's id of the call.")
+  (name nil :documentation "The tool's name.")
+  (arguments nil :documentation "The arguments, a JSON object's text.")
+  (state 'new :documentation "Where it stands: `new', not run yet; `running';
+`approval', waiting for the user's decision; `reply', waiting for the
+answer to its ask; `done', with its outcome.")
+  (approval nil :documentation "The `lispm-approval' it waited for, once asked.")
+  (request nil :documentation "The id of the request its ask made, once accepted.")
+  (reported nil :documentation "Non-nil once its result was told to the sink.")
+  (skip nil :documentation "Non-nil: its failure, when it comes, goes to the model
+\(the restart `skip-tool' of a turn suspended in it)."))
+
+(defun lispm-turn--call-message (call)
+  "Return CALL as the assistant message and the sink give it: a plist."
+  (list :id (lispm-turn-call-id call) :name (lispm-turn-call-name call)
+        :arguments (lispm-turn-call-arguments call)))
 
 (defconst lispm-turn-transitions
-  '((request stream stopped request)
-    (stream tools done stopped)
-    (tools tools request stopped)
-    (stopped request tools done aborted)
-    (done)
-    (aborted))
-  "Each state of a turn, and the states it may move to.")
+  '((request :to (stream stopped request) :enter lispm-turn--request)
+    (stream :to (tools done stopped))
+    (tools :to (tools request stopped) :enter lispm-turn--run-next)
+    (stopped :to (request tools done aborted) :enter lispm-turn--stopped)
+    (done :enter lispm-turn--finish)
+    (aborted :enter lispm-turn--finish))
+  "Each state of a turn: the states it may move to, and what entering it does.
+`:enter' names the function of the turn that `lispm-turn--enter' calls
+once the turn is in the state: `request' sends the request, `tools'
+runs the calls, `stopped' shows the condition, `done' and `aborted'
+end the turn.  A new turn is in `request', and enters it again.")
 
 (defconst lispm-turn-asking-tools '("ask_agent")
   "The tools whose calls wait for the answer to the request they make.
@@ -180,22 +194,22 @@ request (`lispm-messages-asked-request'); the call then waits until
 one step run together; every other call runs after the one before it
 is over.")
 
-(defvar lispm-turn-stopped-functions nil
-  "Abnormal hook run with a turn that stopped at a condition.")
-
 (defun lispm-turn--trace (turn what &optional detail)
   "Record in TURN's trace WHAT happened, a symbol, with DETAIL."
   (push (list (float-time) what detail) (lispm-turn-trace turn)))
 
 (defun lispm-turn--enter (turn state)
-  "Move TURN to STATE, which `lispm-turn-transitions' must allow."
+  "Move TURN to STATE, which `lispm-turn-transitions' must allow.
+Then run what entering STATE does, as the table says.  A state is
+entered only here."
   (let ((from (lispm-turn-state turn)))
-    (unless (memq state (cdr (assq from lispm-turn-transitions)))
+    (unless (memq state (plist-get (cdr (assq from lispm-turn-transitions)) :to))
       (error "A turn cannot go from %s to %s" from state))
     (setf (lispm-turn-state turn) state)
     (lispm-turn--trace turn 'state state)
-    (when (lispm-turn-on-state turn)
-      (funcall (lispm-turn-on-state turn) turn))))
+    (lispm-turn--tell turn 'state)
+    (when-let* ((enter (plist-get (cdr (assq state lispm-turn-transitions)) :enter)))
+      (funcall enter turn))))
 
 (defun lispm-turn-live-p (turn)
   "Return non-nil if TURN is neither done nor aborted."
@@ -205,7 +219,7 @@ is over.")
   "Return the activity of TURN, for the agent list."
   (pcase (lispm-turn-state turn)
     ((or 'request 'stream) 'thinking)
-    ('tools (cond ((cl-some (lambda (call) (eq (plist-get call :waiting) 'approval))
+    ('tools (cond ((cl-some (lambda (call) (eq (lispm-turn-call-state call) 'approval))
                             (lispm-turn-calls turn))
                    'waiting-for-approval)
                   ((and (not (lispm-turn--running-call turn))
@@ -216,8 +230,47 @@ is over.")
     (_ 'idle)))
 
 (defun lispm-turn--buffer-live-p (turn)
-  "Return non-nil if TURN's session buffer is still there."
-  (buffer-live-p (lispm-turn-buffer turn)))
+  "Return non-nil if TURN's sink still takes what happens."
+  (lispm-turn-sink-live-p (lispm-turn-sink turn) turn))
+
+;;; The sink
+
+(cl-defgeneric lispm-turn-report (sink turn what &rest args)
+  "Tell SINK what happened in TURN: WHAT, a symbol, with ARGS.
+The turn writes nothing itself; its sink shows it (the own agent's
+session, a test's list).  WHAT and ARGS are:
+
+  state                 the state changed, or what a call waits for
+  text TEXT             a piece of the model's answer
+  text-end              the answer's text is over (it may have none)
+  call CALL             a call the model asked for
+  approval CALL APPROVAL  CALL waits for the user's decision
+  decided CALL STATE REASON  it was decided: STATE `done' or
+                        `cancelled', with the REASON of a denial
+  request CALL ID       CALL's ask was accepted as request ID
+  result CALL TEXT ERROR RECORDS  CALL's result as the model gets it;
+                        ERROR non-nil for a failure, RECORDS the
+                        changes as `lispm-turn-record' makes them
+  note TEXT             a line to show, not for the model
+  stopped               the turn stopped at its condition, with its
+                        restarts (`lispm-turn-restarts')
+  end                   the turn is over: `done' or `aborted'
+
+A sink ignores what it has no method for.")
+
+(cl-defmethod lispm-turn-report (_sink _turn _what &rest _args)
+  "Ignore what happened: a sink without a method for it."
+  nil)
+
+(cl-defgeneric lispm-turn-sink-live-p (sink turn)
+  "Return non-nil if SINK still takes what happens in TURN.
+A turn whose sink is gone runs no more: it is cancelled."
+  (ignore sink turn)
+  t)
+
+(defun lispm-turn--tell (turn what &rest args)
+  "Tell TURN's sink WHAT happened, with ARGS: see `lispm-turn-report'."
+  (apply #'lispm-turn-report (lispm-turn-sink turn) turn what args))
 
 ;;; Asking the model
 
@@ -250,32 +303,38 @@ redefined."
         offered
       (cl-remove-if-not (lambda (tool) (member (plist-get tool :name) allowed)) offered))))
 
-(cl-defun lispm-turn-start (actor buffer number model messages &key system on-state on-end)
+(cl-defun lispm-turn-start (actor buffer number model messages
+                                  &key system sink (offered t))
   "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
 MODEL is a name in `lispm-models'; MESSAGES the conversation so far,
 the user's new words last.  SYSTEM is a function returning the system
-prompt; ON-STATE and ON-END are called with the turn as its state
-changes and when it is over."
+prompt; SINK is told what happens (`lispm-turn-report').  OFFERED nil
+offers the model no tools: the turn is one answer, as a compaction's."
   (let ((turn (lispm-turn--make :actor actor :buffer buffer :number number
                                 :model model :messages messages :system system
-                                :on-state on-state :on-end on-end)))
+                                :sink sink :offered offered)))
     (lispm-turn--trace turn 'start number)
-    (lispm-turn--request turn)
+    (lispm-turn--enter turn 'request)
     turn))
 
 (defun lispm-turn--request (turn)
   "Send the messages of TURN to its model, or stop at the step limit."
   (cond
    ((lispm-turn-interrupted turn)
-    (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted before the next request"))
+    (lispm-turn--stop-request turn 'lispm-turn-interrupted
+                              "Interrupted before the next request"))
    ((>= (lispm-turn-steps turn) lispm-turn-step-limit)
     (lispm-turn--stop turn 'lispm-turn-step-limit
                       (format "%d model requests in this turn, the limit"
-                              (lispm-turn-steps turn))))
+                              (lispm-turn-steps turn))
+                      nil
+                      (list (lispm-turn--retry-restart
+                             turn (lambda (turn)
+                               (setf (lispm-turn-steps turn) 0)
+                               (lispm-turn--enter turn 'request)))
+                            (lispm-turn-abort-restart turn))))
    (t
     (cl-incf (lispm-turn-steps turn))
-    (unless (eq (lispm-turn-state turn) 'request)
-      (lispm-turn--enter turn 'request))
     (setf (lispm-turn-text turn) nil
           (lispm-turn-calls turn) nil
           (lispm-turn-outcomes turn) nil
@@ -288,22 +347,18 @@ changes and when it is over."
                                  (funcall (lispm-turn-system turn))
                                "")
                      :messages (lispm-turn-messages turn)
-                     :tools (lispm-turn-tools (lispm-turn-actor turn)))
+                     :tools (and (lispm-turn-offered turn)
+                                 (lispm-turn-tools (lispm-turn-actor turn))))
                (lambda (event) (lispm-turn--event turn event))))
       ;; No model, no key, no sidecar: each stops here, with restarts.
       (error
-       (lispm-turn--stop turn 'lispm-model-unavailable (lispm-error-message err)))))))
-
-(defun lispm-turn--reply (turn)
-  "Return TURN's stream object for the model's text, beginning it if needed."
-  (or (lispm-turn-reply turn)
-      (setf (lispm-turn-reply turn)
-            (lispm-session-begin-reply (lispm-turn-buffer turn)))))
+       (lispm-turn--stop-request turn 'lispm-model-unavailable
+                                 (lispm-error-message err)))))))
 
 (defun lispm-turn--end-reply (turn)
   "End the model's text of TURN's current answer, if it began."
-  (when (lispm-turn-reply turn)
-    (lispm-session-end-reply (lispm-turn-reply turn))))
+  (when (lispm-turn-text turn)
+    (lispm-turn--tell turn 'text-end)))
 
 (defun lispm-turn--event (turn event)
   "Take EVENT of TURN's model stream."
@@ -315,15 +370,16 @@ changes and when it is over."
          (lispm-turn--enter turn 'stream))
        (let ((text (plist-get event :text)))
          (push text (lispm-turn-text turn))
-         (lispm-session-stream-text (lispm-turn--reply turn) text)))
-      ("tool_call"
+         (lispm-turn--tell turn 'text text)))
+      ((and "tool_call" (guard (lispm-turn-offered turn)))
        (when (eq (lispm-turn-state turn) 'request)
          (lispm-turn--enter turn 'stream))
        (setf (lispm-turn-calls turn)
              (append (lispm-turn-calls turn)
-                     (list (list :id (plist-get event :id)
-                                 :name (plist-get event :name)
-                                 :arguments (or (plist-get event :arguments) ""))))))
+                     (list (lispm-turn-call-make
+                            :id (plist-get event :id)
+                            :name (plist-get event :name)
+                            :arguments (or (plist-get event :arguments) ""))))))
       ("usage" (setf (lispm-turn-usage turn) event))
       ("done" (setf (lispm-turn-stream turn) nil) (lispm-turn--answered turn event))
       ("error" (setf (lispm-turn-stream turn) nil) (lispm-turn--stream-failed turn event)))))
@@ -333,17 +389,13 @@ changes and when it is over."
   (lispm-turn--end-reply turn)
   (lispm-turn--trace turn 'model-error event)
   (let* ((status (plist-get event :status))
-         (kind (plist-get event :kind))
+         (condition (lispm-model-error-condition event))
          (message (or (plist-get event :message) "the model failed")))
-    (lispm-turn--stop
+    (lispm-turn--stop-request
      turn
-     (cond (status 'lispm-model-http-error)
-           ((equal kind "link") 'lispm-model-unavailable)
-           ((or (equal kind "timeout") (string-match-p "timeout" message))
-            'lispm-model-timeout)
-           ((string-match-p "malformed" message) 'lispm-model-malformed-reply)
-           ((lispm-turn-interrupted turn) 'lispm-turn-interrupted)
-           (t 'lispm-model-stream-cut))
+     (if (and (eq condition 'lispm-model-stream-cut) (lispm-turn-interrupted turn))
+         'lispm-turn-interrupted
+       condition)
      (if status
          (format "HTTP %s: %s%s" status message
                  (if (plist-get event :body)
@@ -354,10 +406,7 @@ changes and when it is over."
 (defun lispm-turn--answer-message (turn)
   "Return the assistant message of TURN's current answer."
   (let ((text (apply #'concat (reverse (lispm-turn-text turn))))
-        (calls (mapcar (lambda (call)
-                         (list :id (plist-get call :id) :name (plist-get call :name)
-                               :arguments (plist-get call :arguments)))
-                       (lispm-turn-calls turn))))
+        (calls (mapcar #'lispm-turn--call-message (lispm-turn-calls turn))))
     (append (list :role "assistant" :content text)
             (and calls (list :tool_calls calls)))))
 
@@ -369,17 +418,16 @@ changes and when it is over."
     (cond
      ((and (string-empty-p (plist-get message :content))
            (null (lispm-turn-calls turn)))
-      (lispm-turn--stop turn 'lispm-model-malformed-reply "The model's reply was empty"
-                        event))
+      (lispm-turn--stop-request turn 'lispm-model-malformed-reply
+                                "The model's reply was empty" event))
      (t
       (setf (lispm-turn-messages turn)
             (append (lispm-turn-messages turn) (list message)))
       (if (lispm-turn-calls turn)
-          (progn (lispm-turn--enter turn 'tools)
-                 (dolist (call (lispm-turn-calls turn))
-                   (lispm-session-insert-call (lispm-turn-buffer turn) call))
-                 (lispm-turn--run-next turn))
-        (lispm-turn--finish turn 'done))))))
+          (progn (dolist (call (lispm-turn-calls turn))
+                   (lispm-turn--tell turn 'call call))
+                 (lispm-turn--enter turn 'tools))
+        (lispm-turn--enter turn 'done))))))
 
 ;;; Running the tools
 
@@ -395,17 +443,8 @@ changes and when it is over."
 A refusal, and the model's own mistakes: an unknown tool, bad
 arguments, a path outside the folder; a message the sidecar refused or
 an ask left unanswered, and a wait the user ended."
-  (let ((symbol (lispm-turn--condition-symbol outcome)))
-    (and symbol
-         (cl-intersection (get symbol 'error-conditions)
-                          '(lispm-policy-denied lispm-tool-unknown lispm-tool-bad-args
-                                                lispm-tool-outside-folder
-                                                ;; A message refused or left
-                                                ;; unanswered; a wait ended.
-                                                lispm-message-failed lispm-turn-wait-ended
-                                                ;; A run_lisp program's own mistakes.
-                                                lispm-lisp-unreadable lispm-lisp-refused
-                                                lispm-lisp-program-error)))))
+  (memq 'lispm-for-the-model
+        (get (lispm-turn--condition-symbol outcome) 'error-conditions)))
 
 (defun lispm-turn--refused-p (outcome)
   "Return non-nil if OUTCOME is a refusal."
@@ -422,24 +461,24 @@ an ask left unanswered, and a wait the user ended."
 
 (defun lispm-turn--outcome (turn call)
   "Return the outcome of TURN's CALL, or nil."
-  (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn))))
+  (cdr (assoc (lispm-turn-call-id call) (lispm-turn-outcomes turn))))
 
 (defun lispm-turn--asking-p (call)
   "Return non-nil if CALL is of one of `lispm-turn-asking-tools'."
-  (member (plist-get call :name) lispm-turn-asking-tools))
+  (member (lispm-turn-call-name call) lispm-turn-asking-tools))
 
 (defun lispm-turn--next-call (turn)
   "Return the first call of TURN not started yet, or nil."
   (cl-find-if (lambda (call)
-                (not (or (plist-get call :started) (lispm-turn--outcome turn call))))
+                (eq (lispm-turn-call-state call) 'new))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--running-call (turn)
   "Return the call of TURN under way that the next call waits for, or nil.
 An ask, which runs together with the calls after it, is not one."
   (cl-find-if (lambda (call)
-                (and (plist-get call :started) (not (lispm-turn--asking-p call))
-                     (not (lispm-turn--outcome turn call))))
+                (and (memq (lispm-turn-call-state call) '(running approval reply))
+                     (not (lispm-turn--asking-p call))))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--run-next (turn)
@@ -463,7 +502,8 @@ the user ended the turn, or stopped it, leaves it so."
                            (lispm-turn-calls turn))
             (lispm-turn--tools-done turn)))
          ((lispm-turn-interrupted turn)
-          (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted between tool calls"))
+          (lispm-turn--stop-request turn 'lispm-turn-interrupted
+                                    "Interrupted between tool calls"))
          (t (setq again (lispm-turn--invoke turn call))))))))
 
 (defun lispm-turn--invoke (turn call)
@@ -473,14 +513,12 @@ once, before the pipeline returned, or CALL is an ask, which runs
 together with the calls after it.  A later outcome runs the next call
 from a timer, outside whatever delivered it.  An ask's request, once
 accepted, makes CALL wait for its answer (`lispm-turn--await')."
-  (let ((id (plist-get call :id))
-        (buffer (lispm-turn-buffer turn))
-        (returned nil)
+  (let ((returned nil)
         (at-once nil))
     (lispm-turn--trace turn 'call call)
-    (plist-put call :started t)
+    (setf (lispm-turn-call-state call) 'running)
     (lispm-calls-invoke
-     (lispm-turn-actor turn) (plist-get call :name) (plist-get call :arguments)
+     (lispm-turn-actor turn) (lispm-turn-call-name call) (lispm-turn-call-arguments call)
      (lambda (outcome)
        (if-let* (((lispm-turn--asking-p call))
                  (request-id (lispm-messages-asked-request outcome)))
@@ -490,23 +528,19 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
              (run-at-time 0 nil #'lispm-turn--run-next turn)
            (setq at-once t))))
      :on-ask (lambda (approval)
-               (plist-put call :waiting 'approval)
-               (plist-put call :approval approval)
-               (when (buffer-live-p buffer)
-                 (lispm-session-insert-approval
-                  buffer id (or (lispm-approval-title approval)
-                                (format "%s %s" (lispm-approval-kind approval)
-                                        (plist-get call :name)))))
+               (setf (lispm-turn-call-state call) 'approval
+                     (lispm-turn-call-approval call) approval)
+               (lispm-turn--tell turn 'approval call approval)
                (lispm-turn--changed turn))
      :on-decided (lambda (_approval answer)
-                   (plist-put call :waiting nil)
+                   (setf (lispm-turn-call-state call) 'running)
                    (let ((denied (not (eq (plist-get answer :decision) 'allow)))
                          (reason (plist-get answer :reason)))
                      ;; Withdrawn (its agent left) is no one's denial: say so.
                      (when (eq (plist-get answer :decision) 'withdrawn)
                        (setq reason (concat "withdrawn" (and reason (concat ", " reason)))))
-                     (lispm-session-decide-approval
-                      buffer id (if denied 'cancelled 'done) (and denied reason)))
+                     (lispm-turn--tell turn 'decided call (if denied 'cancelled 'done)
+                                       (and denied reason)))
                    (lispm-turn--changed turn)))
     (setq returned t)
     (or at-once (lispm-turn--asking-p call))))
@@ -516,13 +550,14 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
 (defun lispm-turn-waiting-requests (turn)
   "Return the ids of the requests that TURN waits on, in the order it asked."
   (delq nil (mapcar (lambda (call)
-                      (and (eq (plist-get call :waiting) 'reply) (plist-get call :request)))
+                      (and (eq (lispm-turn-call-state call) 'reply)
+                           (lispm-turn-call-request call)))
                     (lispm-turn-calls turn))))
 
 (defun lispm-turn--waiting-on (turn request-id)
   "Return the call of TURN that waits on REQUEST-ID, or nil."
-  (cl-find-if (lambda (call) (and (eq (plist-get call :waiting) 'reply)
-                                  (equal (plist-get call :request) request-id)))
+  (cl-find-if (lambda (call) (and (eq (lispm-turn-call-state call) 'reply)
+                                  (equal (lispm-turn-call-request call) request-id)))
               (lispm-turn-calls turn)))
 
 (defun lispm-turn--await (turn call request-id)
@@ -530,12 +565,12 @@ accepted, makes CALL wait for its answer (`lispm-turn--await')."
 The session records the request and is saved at once, so that a
 restart finds it.  A turn interrupted meanwhile ends the wait at once;
 one that is over does not wait: the answer will be input."
-  (lispm-turn--trace turn 'waiting (list (plist-get call :id) request-id))
-  (plist-put call :request request-id)
+  (lispm-turn--trace turn 'waiting (list (lispm-turn-call-id call) request-id))
+  (setf (lispm-turn-call-request call) request-id)
   (when (lispm-turn--buffer-live-p turn)
-    (lispm-session-record-request (lispm-turn-buffer turn) (plist-get call :id) request-id))
+    (lispm-turn--tell turn 'request call request-id))
   (when (lispm-turn-live-p turn)
-    (plist-put call :waiting 'reply)
+    (setf (lispm-turn-call-state call) 'reply)
     (if (lispm-turn-interrupted turn)
         (progn (lispm-turn--end-wait turn call "Interrupted by the user")
                (run-at-time 0 nil #'lispm-turn--run-next turn))
@@ -548,19 +583,19 @@ R1]...\"), or a failure, given to the model too.  Return non-nil if a
 call waited on REQUEST-ID; once every call has its outcome, the turn
 goes on, from a timer, outside whatever delivered the answer."
   (when-let* ((call (lispm-turn--waiting-on turn request-id)))
-    (plist-put call :waiting nil)
-    (lispm-turn--trace turn 'answered (list (plist-get call :id) request-id))
+    (setf (lispm-turn-call-state call) 'running)
+    (lispm-turn--trace turn 'answered (list (lispm-turn-call-id call) request-id))
     (lispm-turn--called turn call outcome)
     (run-at-time 0 nil #'lispm-turn--run-next turn)
     t))
 
 (defun lispm-turn--end-wait (turn call why)
   "End the wait of TURN's CALL without its answer, for the reason WHY."
-  (let* ((request-id (plist-get call :request))
+  (let* ((request-id (lispm-turn-call-request call))
          (text (format "%s while waiting for the answer to request %s; the request \
 stays open, and its answer will come as a message" why request-id)))
-    (plist-put call :waiting nil)
-    (lispm-turn--trace turn 'wait-ended (list (plist-get call :id) request-id))
+    (setf (lispm-turn-call-state call) 'running)
+    (lispm-turn--trace turn 'wait-ended (list (lispm-turn-call-id call) request-id))
     (lispm-turn--called turn call (list :ok nil :error text
                                         :condition (list 'lispm-turn-wait-ended text
                                                          request-id)))))
@@ -575,13 +610,12 @@ open; their answers, when they come, are input like any message."
     ids))
 
 (defun lispm-turn--changed (turn)
-  "Tell TURN's caller that something of it changed."
-  (when (lispm-turn-on-state turn)
-    (funcall (lispm-turn-on-state turn) turn)))
+  "Tell TURN's sink that something of it changed."
+  (lispm-turn--tell turn 'state))
 
 (defun lispm-turn--called (turn call outcome)
   "Record OUTCOME of TURN's CALL and show it."
-  (let* ((id (plist-get call :id))
+  (let* ((id (lispm-turn-call-id call))
          (outcome (if (plist-get outcome :ok)
                       outcome
                     (plist-put (copy-sequence outcome) :error
@@ -594,10 +628,11 @@ open; their answers, when they come, are input like any message."
       (setq outcome (plist-put outcome :records
                                (delq nil (mapcar #'lispm-turn-record
                                                  (plist-get outcome :changes))))))
-    (when (plist-get call :skip-failure)
+    (setf (lispm-turn-call-state call) 'done)
+    (when (lispm-turn-call-skip call)
       (setq outcome (plist-put outcome :skipped t)))
     (unless (plist-get outcome :ok)
-      (cl-incf (gethash (cons (plist-get call :name) (plist-get call :arguments))
+      (cl-incf (gethash (cons (lispm-turn-call-name call) (lispm-turn-call-arguments call))
                         (lispm-turn-failures turn) 0)))
     (setf (alist-get id (lispm-turn-outcomes turn) nil nil #'equal) outcome)
     (when (or (plist-get outcome :ok) (plist-get outcome :skipped)
@@ -607,14 +642,14 @@ open; their answers, when they come, are input like any message."
 
 (defun lispm-turn--report (turn call outcome)
   "Show OUTCOME of TURN's CALL in the session, unless it was shown."
-  (unless (plist-get call :reported)
-    (plist-put call :reported t)
+  (unless (lispm-turn-call-reported call)
+    (setf (lispm-turn-call-reported call) t)
     (when (lispm-turn--buffer-live-p turn)
-      (lispm-session-insert-result (lispm-turn-buffer turn) (plist-get call :id)
-                                   (if outcome (lispm-turn--capped outcome)
-                                     "Not run: the user ended the turn.")
-                                   (not (plist-get outcome :ok))
-                                   (plist-get outcome :records)))))
+      (lispm-turn--tell turn 'result call
+                        (if outcome (lispm-turn--capped outcome)
+                          "Not run: the user ended the turn.")
+                        (not (plist-get outcome :ok))
+                        (plist-get outcome :records)))))
 
 (defun lispm-turn--capped (outcome)
   "Return the result text of OUTCOME, cut at the source for model and buffer."
@@ -623,7 +658,7 @@ open; their answers, when they come, are input like any message."
 (defun lispm-turn--repeated (turn)
   "Return the first call of TURN that failed too often, or nil."
   (cl-find-if (lambda (call)
-                (>= (gethash (cons (plist-get call :name) (plist-get call :arguments))
+                (>= (gethash (cons (lispm-turn-call-name call) (lispm-turn-call-arguments call))
                              (lispm-turn-failures turn) 0)
                     lispm-turn-repeat-limit))
               (lispm-turn-calls turn)))
@@ -633,7 +668,7 @@ open; their answers, when they come, are input like any message."
   (let* ((outcomes (lispm-turn-outcomes turn))
          (failing (cl-find-if
                    (lambda (call)
-                     (let ((outcome (cdr (assoc (plist-get call :id) outcomes))))
+                     (let ((outcome (cdr (assoc (lispm-turn-call-id call) outcomes))))
                        (and (not (plist-get outcome :ok))
                             (not (plist-get outcome :skipped))
                             (not (lispm-turn--for-the-model-p outcome)))))
@@ -642,150 +677,262 @@ open; their answers, when they come, are input like any message."
     (cond
      (failing
       (setf (lispm-turn-failing turn) failing)
-      (let ((outcome (cdr (assoc (plist-get failing :id) outcomes))))
+      (let ((outcome (cdr (assoc (lispm-turn-call-id failing) outcomes))))
         ;; A program that ended out of fuel (its calls nested too deep,
         ;; or it reached a limit) stops at the fuel condition, without
         ;; MORE-FUEL: it is over.
-        (lispm-turn--stop turn (if (memq 'lispm-lisp-fuel-exhausted
-                                         (get (lispm-turn--condition-symbol outcome)
-                                              'error-conditions))
-                                   'lispm-lisp-fuel-exhausted
-                                 'lispm-turn-tool-failed)
-                          (format "%s failed: %s" (plist-get failing :name)
-                                  (plist-get outcome :error))
-                          outcome)))
+        (if (memq 'lispm-lisp-fuel-exhausted
+                  (get (lispm-turn--condition-symbol outcome) 'error-conditions))
+            (lispm-turn--stop turn 'lispm-lisp-fuel-exhausted
+                              (format "%s failed: %s" (lispm-turn-call-name failing)
+                                      (plist-get outcome :error))
+                              outcome
+                              (list (lispm-turn-skip-restart turn)
+                                    (lispm-turn-abort-restart turn)))
+          (lispm-turn--stop-call turn 'lispm-turn-tool-failed
+                                 (format "%s failed: %s" (lispm-turn-call-name failing)
+                                         (plist-get outcome :error))
+                                 outcome))))
      (repeated
       (setf (lispm-turn-failing turn) repeated)
-      (lispm-turn--stop turn 'lispm-turn-repeated-failure
-                        (format "%s failed %d times with the same arguments"
-                                (plist-get repeated :name) lispm-turn-repeat-limit)))
+      (lispm-turn--stop-call turn 'lispm-turn-repeated-failure
+                             (format "%s failed %d times with the same arguments"
+                                     (lispm-turn-call-name repeated) lispm-turn-repeat-limit)))
      (t
       (dolist (call (lispm-turn-calls turn))
-        (lispm-turn--report turn call (cdr (assoc (plist-get call :id) outcomes))))
+        (lispm-turn--report turn call (cdr (assoc (lispm-turn-call-id call) outcomes))))
       (setf (lispm-turn-messages turn)
             (append (lispm-turn-messages turn)
                     (mapcar (lambda (call)
-                              (list :role "tool" :tool_call_id (plist-get call :id)
-                                    :name (plist-get call :name)
+                              (list :role "tool" :tool_call_id (lispm-turn-call-id call)
+                                    :name (lispm-turn-call-name call)
                                     :content (lispm-turn--capped
-                                              (cdr (assoc (plist-get call :id) outcomes)))))
+                                              (cdr (assoc (lispm-turn-call-id call) outcomes)))))
                             (lispm-turn-calls turn))))
-      (lispm-turn--enter turn 'request)
-      (lispm-turn--request turn)))))
+      (lispm-turn--enter turn 'request)))))
 
-;;; Stopping, and restarts
+;;; Restarts
 
-(defun lispm-turn--stop (turn type message &optional data)
-  "Stop TURN at the condition TYPE with MESSAGE and DATA; run the hook."
-  (setf (lispm-turn-condition turn) (list type message data))
-  (lispm-turn--enter turn 'stopped)
-  (lispm-turn--trace turn 'condition (list type message))
-  (when (lispm-turn--buffer-live-p turn)
-    (lispm-session-insert-note (lispm-turn-buffer turn)
-                               (format "Stopped at %s: %s" type
-                                       (car (split-string message "\n")))))
-  (run-hook-with-args 'lispm-turn-stopped-functions turn))
+(cl-defstruct (lispm-restart (:constructor lispm-restart-make) (:copier nil))
+  "A way to go on from the condition a turn stopped at, as in SLIME's debugger.
+Whoever stops the turn makes its restarts; the condition buffer shows
+them with their numbers, and `lispm-turn-restart' chooses one."
+  (name nil :documentation "A symbol, such as `retry' or `abort'.")
+  (number nil :documentation "Its key in the condition buffer, 0 to 9, fixed by name:
+0 `retry', 1 `other-model', 2 `skip-tool', 3 `edit-args', 4 `abort',
+5 `more-fuel'.  Nil: the first free one.")
+  (description nil :documentation "What it does: a string, or a function of no
+arguments returning one.")
+  (reader nil :documentation "Nil, or a function of no arguments that asks the user
+for its argument.")
+  (function nil :documentation "The function of its argument that goes on."))
 
-(defun lispm-turn-suspend (turn type message resume)
+(defun lispm-restart-describe (restart)
+  "Return what RESTART, a `lispm-restart', does."
+  (let ((description (lispm-restart-description restart)))
+    (if (functionp description) (funcall description) description)))
+
+(defun lispm-turn--retry-restart (turn function)
+  "Return the restart `retry' of TURN, calling FUNCTION with TURN when chosen."
+  (lispm-restart-make
+   :name 'retry :number 0
+   :description "Send the request again (or run the failing call again)"
+   :function (lambda (_) (funcall function turn))))
+
+(defun lispm-turn--other-models (turn)
+  "Return the names of the models of `lispm-models' but TURN's."
+  (remove (lispm-turn-model turn) (lispm-model-names)))
+
+(defun lispm-turn--other-model-restart (turn)
+  "Return the restart `other-model' of TURN: its request, to another model."
+  (lispm-restart-make
+   :name 'other-model :number 1
+   :description (lambda ()
+                  (format "Send the request again to another model (now %s; also: %s)"
+                          (lispm-turn-model turn)
+                          (string-join (lispm-turn--other-models turn) ", ")))
+   :reader (lambda ()
+             (completing-read "Other model: " (lispm-turn--other-models turn) nil t))
+   :function (lambda (model)
+               (lispm-model-get model)
+               (setf (lispm-turn-model turn) model)
+               (lispm-turn--retry-request turn))))
+
+(defun lispm-turn-skip-restart (turn &optional then)
+  "Return the restart `skip-tool' of TURN: the failure is the call's result.
+Of a turn suspended in its running call (`lispm-turn-suspend'), the
+call's failure, when it comes, goes to the model; the turn runs its
+tools again, then THEN is called with no arguments."
+  (lispm-restart-make
+   :name 'skip-tool :number 2
+   :description "Give the error to the model as the tool's result"
+   :function
+   (lambda (_)
+     (if-let* ((running (lispm-turn--running-call turn)))
+         (progn (setf (lispm-turn-call-skip running) t)
+                (lispm-turn-go-on turn)
+                (when then (funcall then)))
+       (let* ((call (lispm-turn-failing turn))
+              (outcome (cdr (assoc (lispm-turn-call-id call) (lispm-turn-outcomes turn)))))
+         (clrhash (lispm-turn-failures turn))
+         (plist-put outcome :skipped t)
+         ;; Every call has its outcome: the tools are done.
+         (lispm-turn--enter turn 'tools))))))
+
+(defun lispm-turn--edit-args-restart (turn)
+  "Return the restart `edit-args' of TURN: its failing call, run with new ones."
+  (lispm-restart-make
+   :name 'edit-args :number 3
+   :description (lambda ()
+                  (format "Edit the arguments of %s and run it"
+                          (lispm-turn-call-name (lispm-turn-failing turn))))
+   :reader (lambda ()
+             (let ((text (read-string "Arguments (JSON): "
+                                      (lispm-turn-call-arguments (lispm-turn-failing turn)))))
+               (condition-case err
+                   (progn (ignore (json-parse-string text)) text)
+                 (json-error (user-error "Not JSON: %s" (error-message-string err))))))
+   :function (lambda (arguments)
+               (let ((call (lispm-turn-failing turn)))
+                 (setf (lispm-turn-call-arguments call) arguments)
+                 (lispm-turn--set-call-arguments turn call)
+                 (clrhash (lispm-turn-failures turn))
+                 (lispm-turn--rerun turn call)))))
+
+(defun lispm-turn-abort-restart (turn &optional before)
+  "Return the restart `abort' of TURN: it ends, keeping what was done.
+BEFORE, if non-nil, is called with no arguments first."
+  (lispm-restart-make
+   :name 'abort :number 4
+   :description "End the turn, keeping what was done"
+   :function (lambda (_)
+               (when before (funcall before))
+               (lispm-turn--abort turn))))
+
+;;; Stopping
+
+(defun lispm-turn--stop (turn type message data restarts)
+  "Stop TURN at the condition TYPE with MESSAGE and DATA, offering RESTARTS.
+RESTARTS is a list of `lispm-restart's, in the order they are shown."
+  (setf (lispm-turn-condition turn) (list type message data)
+        (lispm-turn-restarts turn) restarts)
+  (lispm-turn--enter turn 'stopped))
+
+(defun lispm-turn--stopped (turn)
+  "Show the condition TURN just stopped at, if any: note it, tell the sink.
+A turn ended as its actor left stops without one (`lispm-turn-end')."
+  (pcase-let ((`(,type ,message) (lispm-turn-condition turn)))
+    (when type
+      (lispm-turn--trace turn 'condition (list type message))
+      (when (lispm-turn--buffer-live-p turn)
+        (lispm-turn--tell turn 'note (format "Stopped at %s: %s" type
+                                             (car (split-string message "\n")))))
+      (lispm-turn--tell turn 'stopped))))
+
+(defun lispm-turn--stop-request (turn type message &optional data)
+  "Stop TURN, whose request failed, at TYPE with MESSAGE and DATA.
+Its restarts send the request again, to the same model or another."
+  (lispm-turn--stop turn type message data
+                    (list (lispm-turn--retry-restart turn #'lispm-turn--retry-request)
+                          (lispm-turn--other-model-restart turn)
+                          (lispm-turn-abort-restart turn))))
+
+(defun lispm-turn--stop-call (turn type message &optional data)
+  "Stop TURN, whose failing call failed, at TYPE with MESSAGE and DATA.
+Its restarts run the call again, as it was or with other arguments, or
+give its failure to the model."
+  (lispm-turn--stop turn type message data
+                    (list (lispm-turn--retry-restart
+                           turn (lambda (turn)
+                             (clrhash (lispm-turn-failures turn))
+                             (lispm-turn--rerun turn (lispm-turn-failing turn))))
+                          (lispm-turn-skip-restart turn)
+                          (lispm-turn--edit-args-restart turn)
+                          (lispm-turn-abort-restart turn))))
+
+(defun lispm-turn-suspend (turn type message restarts)
   "Stop TURN at the condition TYPE, in the middle of its running call.
-MESSAGE says what happened.  The call waits; RESUME is called once,
-with the restart the user chooses and its argument: the restarts are
-those `lispm-turn--condition-restarts' gives TYPE, and for
-`skip-tool' the call's failure goes to the model as its result."
-  (lispm-turn--stop turn type message (list :resume resume)))
+MESSAGE says what happened.  The call waits; RESTARTS, made by the
+caller, say how it goes on: `lispm-turn-go-on' lets the turn run its
+tools again, `lispm-turn-skip-restart' and `lispm-turn-abort-restart'
+give the usual `skip-tool' and `abort'."
+  (lispm-turn--stop turn type message nil restarts))
 
-(defun lispm-turn--resume (turn resume name argument)
-  "Go on with TURN, stopped in a call, by the restart NAME with ARGUMENT.
-RESUME is the call's function of `lispm-turn-suspend'."
-  (pcase name
-    ('abort (funcall resume 'abort nil)
-            (lispm-turn--abort turn))
-    (_ (when (eq name 'skip-tool)
-         (plist-put (lispm-turn--running-call turn) :skip-failure t))
-       (lispm-turn--enter turn 'tools)
-       (funcall resume name argument))))
+(defun lispm-turn-go-on (turn)
+  "Let TURN, suspended in its running call, run its tools again."
+  (lispm-turn--enter turn 'tools))
 
 (defun lispm-turn-available-restarts (turn)
-  "Return the restarts of TURN, stopped at a condition, in order."
-  (let ((type (car (lispm-turn-condition turn)))
-        (suspended (plist-get (nth 2 (lispm-turn-condition turn)) :resume)))
-    (and (eq (lispm-turn-state turn) 'stopped)
-         (cl-remove-if (lambda (restart) (and (eq restart 'more-fuel) (not suspended)))
-                       (cdr (assq type lispm-turn--condition-restarts))))))
+  "Return the names of the restarts of TURN, stopped at a condition, in order."
+  (and (eq (lispm-turn-state turn) 'stopped)
+       (mapcar #'lispm-restart-name (lispm-turn-restarts turn))))
 
-(defun lispm-turn-restart-number (name)
-  "Return the number of the restart NAME."
-  (cl-position name (mapcar #'car lispm-turn-restarts)))
+(defun lispm-turn-numbered-restarts (turn)
+  "Return the restarts of TURN, stopped, as (NUMBER . RESTART), in order.
+A restart without a number of its own gets the first one free."
+  (let* ((restarts (and (eq (lispm-turn-state turn) 'stopped) (lispm-turn-restarts turn)))
+         (taken (delq nil (mapcar #'lispm-restart-number restarts)))
+         (free 0))
+    (mapcar (lambda (restart)
+              (cons (or (lispm-restart-number restart)
+                        (progn (while (memq free taken) (cl-incf free))
+                               (push free taken)
+                               free))
+                    restart))
+            restarts)))
 
 (defun lispm-turn-restart (turn restart &optional argument)
   "Continue TURN, stopped at a condition, by RESTART: a name or a number.
 For `other-model', ARGUMENT is the model's name; for `edit-args', the
-new arguments, a JSON object's text."
-  (let* ((name (if (integerp restart) (car (nth restart lispm-turn-restarts)) restart)))
-    (unless (memq name (lispm-turn-available-restarts turn))
+new arguments, a JSON object's text.  A restart that signals an error
+before the turn moves on (a model that does not exist) leaves it
+stopped at its condition, with its restarts."
+  (let ((chosen (cdr (cl-find-if (lambda (numbered)
+                                   (if (integerp restart) (eql (car numbered) restart)
+                                     (eq (lispm-restart-name (cdr numbered)) restart)))
+                                 (lispm-turn-numbered-restarts turn)))))
+    (unless chosen
       (lispm-signal 'lispm-turn-no-restart (list restart)
                     "No restart %s here; the restarts are: %s" restart
                     (mapconcat #'symbol-name (lispm-turn-available-restarts turn) ", ")))
-    (let ((type (car (lispm-turn-condition turn)))
-          (resume (plist-get (nth 2 (lispm-turn-condition turn)) :resume)))
+    (let ((name (lispm-restart-name chosen)))
       (lispm-turn--trace turn 'restart (list name argument))
       (when (lispm-turn--buffer-live-p turn)
-        (lispm-session-insert-note (lispm-turn-buffer turn)
-                                   (format "Restart %s chosen%s" (upcase (symbol-name name))
-                                           (if (eq name 'other-model)
-                                               (format " (%s)" argument) ""))))
-      (setf (lispm-turn-condition turn) nil
-            (lispm-turn-interrupted turn) nil)
-      (pcase name
-        ((guard resume) (lispm-turn--resume turn resume name argument))
-        ('abort (lispm-turn--abort turn))
-        ('other-model
-         (lispm-model-get argument)
-         (setf (lispm-turn-model turn) argument)
-         (lispm-turn--retry-request turn))
-        ('retry
-         (pcase type
-           ('lispm-turn-step-limit (setf (lispm-turn-steps turn) 0)
-                                   (lispm-turn--enter turn 'request)
-                                   (lispm-turn--request turn))
-           ((or 'lispm-turn-tool-failed 'lispm-turn-repeated-failure)
-            (clrhash (lispm-turn-failures turn))
-            (lispm-turn--rerun turn (lispm-turn-failing turn)))
-           (_ (lispm-turn--retry-request turn))))
-        ('skip-tool
-         (let* ((call (lispm-turn-failing turn))
-                (outcome (cdr (assoc (plist-get call :id) (lispm-turn-outcomes turn)))))
-           (clrhash (lispm-turn-failures turn))
-           (plist-put outcome :skipped t)
-           (lispm-turn--enter turn 'tools)
-           (lispm-turn--tools-done turn)))
-        ('edit-args
-         (let ((call (lispm-turn-failing turn)))
-           (plist-put call :arguments argument)
-           (lispm-turn--set-call-arguments turn call)
-           (clrhash (lispm-turn-failures turn))
-           (lispm-turn--rerun turn call)))))))
+        (lispm-turn--tell turn 'note (format "Restart %s chosen%s" (upcase (symbol-name name))
+                                             (if (eq name 'other-model)
+                                                 (format " (%s)" argument) ""))))
+      (let ((condition (lispm-turn-condition turn))
+            (restarts (lispm-turn-restarts turn)))
+        (setf (lispm-turn-condition turn) nil
+              (lispm-turn-restarts turn) nil
+              (lispm-turn-interrupted turn) nil)
+        (condition-case err
+            (funcall (lispm-restart-function chosen) argument)
+          (error
+           (when (and (eq (lispm-turn-state turn) 'stopped)
+                      (null (lispm-turn-condition turn)))
+             (setf (lispm-turn-condition turn) condition
+                   (lispm-turn-restarts turn) restarts))
+           (signal (car err) (cdr err))))))))
 
 (defun lispm-turn--retry-request (turn)
   "Send TURN's last request again, its failed answer forgotten."
   (cl-decf (lispm-turn-steps turn))
-  (lispm-turn--enter turn 'request)
-  (lispm-turn--request turn))
+  (lispm-turn--enter turn 'request))
 
 (defun lispm-turn--rerun (turn call)
   "Run TURN's CALL again, then go on."
   (setf (lispm-turn-outcomes turn)
-        (cl-remove (plist-get call :id) (lispm-turn-outcomes turn) :key #'car :test #'equal))
-  (plist-put call :started nil)
-  (lispm-turn--enter turn 'tools)
-  (lispm-turn--run-next turn))
+        (cl-remove (lispm-turn-call-id call) (lispm-turn-outcomes turn) :key #'car :test #'equal))
+  (setf (lispm-turn-call-state call) 'new)
+  (lispm-turn--enter turn 'tools))
 
 (defun lispm-turn--set-call-arguments (turn call)
   "Make the last assistant message of TURN show CALL's new arguments."
   (let ((message (car (last (lispm-turn-messages turn)))))
     (dolist (sent (plist-get message :tool_calls))
-      (when (equal (plist-get sent :id) (plist-get call :id))
-        (plist-put sent :arguments (plist-get call :arguments))))))
+      (when (equal (plist-get sent :id) (lispm-turn-call-id call))
+        (plist-put sent :arguments (lispm-turn-call-arguments call))))))
 
 (defun lispm-turn--abort (turn)
   "End TURN, keeping what was done; give each call not run a note.
@@ -797,22 +944,18 @@ A call that waits for an answer stops waiting."
       (setf (lispm-turn-messages turn)
             (append (lispm-turn-messages turn)
                     (mapcar (lambda (call)
-                              (let ((outcome (cdr (assoc (plist-get call :id) outcomes))))
+                              (let ((outcome (cdr (assoc (lispm-turn-call-id call) outcomes))))
                                 (lispm-turn--report turn call outcome)
-                                (list :role "tool" :tool_call_id (plist-get call :id)
-                                      :name (plist-get call :name)
+                                (list :role "tool" :tool_call_id (lispm-turn-call-id call)
+                                      :name (lispm-turn-call-name call)
                                       :content (if outcome (lispm-turn--capped outcome)
                                                  "Not run: the user ended the turn."))))
                             (lispm-turn-calls turn))))))
-  (lispm-turn--finish turn 'aborted))
+  (lispm-turn--enter turn 'aborted))
 
-(defun lispm-turn--finish (turn state)
-  "End TURN in STATE, `done' or `aborted': save and commit its session."
-  (lispm-turn--enter turn state)
-  (when (lispm-turn--buffer-live-p turn)
-    (lispm-session-end-turn (lispm-turn-buffer turn)))
-  (when (lispm-turn-on-end turn)
-    (funcall (lispm-turn-on-end turn) turn)))
+(defun lispm-turn--finish (turn)
+  "Tell the sink of TURN, `done' or `aborted' now, that it is over."
+  (lispm-turn--tell turn 'end))
 
 (defun lispm-turn-interrupt (turn)
   "Interrupt TURN: cancel its model stream, or stop after the running tool.
@@ -825,7 +968,8 @@ says so; the turn stops once the tool that runs, if any, is over."
       (lispm-model-cancel (lispm-turn-stream turn))
       (setf (lispm-turn-stream turn) nil)
       (lispm-turn--end-reply turn)
-      (lispm-turn--stop turn 'lispm-turn-interrupted "Interrupted while the model answered"))
+      (lispm-turn--stop-request turn 'lispm-turn-interrupted
+                                "Interrupted while the model answered"))
      ((lispm-turn-end-waits turn "Interrupted by the user")
       (lispm-turn--run-next turn)))))
 
@@ -835,8 +979,8 @@ says so; the turn stops once the tool that runs, if any, is over."
     (lispm-model-cancel (lispm-turn-stream turn))
     (setf (lispm-turn-stream turn) nil))
   (dolist (call (lispm-turn-calls turn))
-    (when (eq (plist-get call :waiting) 'reply)
-      (plist-put call :waiting nil))))
+    (when (eq (lispm-turn-call-state call) 'reply)
+      (setf (lispm-turn-call-state call) 'running))))
 
 (defun lispm-turn-end (turn)
   "End TURN at once, as its actor has left.
@@ -855,34 +999,36 @@ a result that comes later starts nothing."
 
 ;;; A turn cut off while it waited
 
-(cl-defun lispm-turn-rebuild (actor buffer waiting model &key system on-state on-end)
+(cl-defun lispm-turn-rebuild (actor buffer waiting model &key system sink)
   "Make again the turn of ACTOR that ended while it waited for answers.
 BUFFER is the session's buffer and WAITING what
 `lispm-session-waiting-step' found in it: the turn's number, its
 conversation up to the reply that made the calls, and the calls.  A
 call with a result has it as its outcome; one with a request waits on
 it; any other did not run, and gets the result that says so.  MODEL,
-SYSTEM, ON-STATE and ON-END are as for `lispm-turn-start'.  Return the
+SYSTEM and SINK are as for `lispm-turn-start'.  Return the
 turn, in state `tools': once the last wait ends (`lispm-turn-answer'),
 it goes on as any turn, and asks the model again."
   (let ((turn (lispm-turn--make
                :actor actor :buffer buffer :number (plist-get waiting :turn)
-               :model model :system system :on-state on-state :on-end on-end
+               :model model :system system :sink sink
                :state 'tools :steps (plist-get waiting :steps)
                :messages (plist-get waiting :messages)
                :recorded (lispm-session-turn-changes buffer (plist-get waiting :turn)))))
     (dolist (saved (plist-get waiting :calls))
-      (let ((call (list :id (plist-get saved :id) :name (plist-get saved :name)
-                        :arguments (plist-get saved :arguments) :started t))
+      (let ((call (lispm-turn-call-make :id (plist-get saved :id) :name (plist-get saved :name)
+                                        :arguments (plist-get saved :arguments)
+                                        :state 'running))
             (result (plist-get saved :result)))
         (setf (lispm-turn-calls turn) (append (lispm-turn-calls turn) (list call)))
         (cond (result
-               (plist-put call :reported t)
-               (push (cons (plist-get call :id) (list :ok t :text result))
+               (setf (lispm-turn-call-reported call) t
+                     (lispm-turn-call-state call) 'done)
+               (push (cons (lispm-turn-call-id call) (list :ok t :text result))
                      (lispm-turn-outcomes turn)))
               ((plist-get saved :request)
-               (plist-put call :request (plist-get saved :request))
-               (plist-put call :waiting 'reply))
+               (setf (lispm-turn-call-request call) (plist-get saved :request)
+                     (lispm-turn-call-state call) 'reply))
               (t (lispm-turn--called turn call (list :ok t :text
                                                      lispm-session-not-run-result))))))
     (lispm-turn--trace turn 'rebuilt (lispm-turn-waiting-requests turn))

@@ -470,13 +470,21 @@ class ModelCancelResult(TypedDict):
 # Sidecar → Emacs
 
 
+ModelErrorKind = Literal["http", "timeout", "malformed", "cut"]
+"""What ended a model stream in an error: the server answered an HTTP error
+(or not an event stream); no connection or no data in time; a stream that
+does not parse; or one that ended without the answer (cut short, refused,
+or an error the server reported in it)."""
+
+
 class ModelEventParams(TypedDict):
     """One event of a model stream; `type` says which other keys it has:
     text {text}; tool_call {id, name, arguments}; usage {input_tokens,
-    output_tokens}; done {stop_reason}; error {message, status?, body?}."""
+    output_tokens}; done {stop_reason}; error {kind, message, status?, body?}."""
 
     stream: str
     type: Literal["text", "tool_call", "usage", "done", "error"]
+    kind: NotRequired[ModelErrorKind]
     text: NotRequired[str]
     id: NotRequired[str]
     name: NotRequired[str]

@@ -73,7 +73,7 @@
 (defun room-bench--note-called (turn call _outcome)
   "Note when the outcome of TURN's CALL, the timed ask, arrived."
   (when (and (eq (lispm-turn-actor turn) room-bench--asker)
-             (equal (plist-get call :name) "ask_agent"))
+             (equal (lispm-turn-call-name call) "ask_agent"))
     (setq room-bench--answered (float-time))))
 
 (defun room-bench--note-request (turn)

@@ -213,7 +213,7 @@ Return what the `emacs/deliver' handler answers."
       (accept-process-output nil 0.05)
       (should (null (lispm-own-ask-test--asks)))
       (let ((call (car (lispm-turn-calls (lispm-own-agent-turn agent)))))
-        (lispm-approvals-allow (plist-get call :approval)))
+        (lispm-approvals-allow (lispm-turn-call-approval call)))
       (should (lispm-own-ask-test--until
                (lambda () (equal (lispm-agent-waiting-requests agent) '("R1")))))
       (should (= (length (lispm-own-ask-test--asks)) 1))

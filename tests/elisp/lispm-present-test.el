@@ -370,7 +370,8 @@ Return the buffer current after following."
                                                  '(:files ("x.txt")) #'ignore "edit x.txt"))
            (turn (lispm-turn--make
                   :number 1
-                  :calls (list (list :id "c1" :approval (lispm-approvals-get approval-id)))))
+                  :calls (list (lispm-turn-call-make
+                                :id "c1" :approval (lispm-approvals-get approval-id)))))
            (agent (lispm-own-agent--make :name "own" :kind 'lispm
                                          :folder lispm-present-test--dir :state 'running
                                          :buffer buffer :turns (list (cons 1 turn)))))

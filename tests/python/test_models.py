@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -259,7 +260,7 @@ async def test_an_http_error_is_one_error_event_with_its_status_and_body(
         busy = await link.stream(gw, api, "h1", [user("busy now")])
         huge = await link.stream(gw, api, "h2", [user("huge error")])
     [event] = busy
-    assert event["type"] == "error" and event["status"] == 529
+    assert event["type"] == "error" and event["status"] == 529 and event["kind"] == "http"
     assert orjson.loads(event["body"]) == overloaded
     assert "529" in event["message"] and "Overloaded" in event["message"]
     [event] = huge
@@ -273,7 +274,7 @@ async def test_a_stream_cut_short_ends_in_an_error_saying_so(link: Link, api: st
     assert WORDS.startswith(text_of(events)) and text_of(events)
     assert len(text_of(events)) < len(WORDS)
     [end] = ends(events)
-    assert end is events[-1] and end["type"] == "error"
+    assert end is events[-1] and end["type"] == "error" and end["kind"] == "cut"
     assert "cut short" in end["message"]
 
 
@@ -283,6 +284,7 @@ async def test_no_data_within_the_timeout_is_an_error(link: Link) -> None:
         events = await link.stream(gw, "anthropic", "o1", [user("go")], timeout=0.5)
     [end] = events
     assert end["type"] == "error" and "read timeout" in end["message"]
+    assert end["kind"] == "timeout"
     assert time.monotonic() - started < 4
 
 
@@ -292,6 +294,34 @@ async def test_a_server_that_is_not_there_is_an_error(link: Link, tmp_path: Path
     events = await link.stream(gw, "chat", "n1", [user("anyone?")])
     [end] = events
     assert end["type"] == "error" and "cannot connect" in end["message"]
+    assert end["kind"] == "cut"
+
+
+async def test_a_malformed_stream_is_an_error_of_that_kind(link: Link) -> None:
+    from aiohttp import web
+
+    async def malformed(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"event: message_start\ndata: {not json\n\n")
+        return response
+
+    app = web.Application()
+    app.router.add_route("POST", "/{tail:.*}", malformed)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        server = SimpleNamespace(url=f"http://127.0.0.1:{port}",
+                                 openai_url=f"http://127.0.0.1:{port}/v1")
+        events = await link.stream(server, "anthropic", "m1", [user("go")])  # type: ignore[arg-type]
+    finally:
+        await runner.cleanup()
+    [end] = events
+    assert end["type"] == "error" and end["kind"] == "malformed"
+    assert "malformed" in end["message"]
 
 
 async def test_an_unknown_api_or_a_malformed_message_is_refused_at_once(link: Link) -> None:

@@ -38,7 +38,7 @@ import orjson
 
 from .. import protocol
 from ..errors import InvalidParams, LispmError
-from ..protocol import Empty, ModelCancelParams, ModelCancelResult, ModelEventParams
+from ..protocol import Empty, ModelCancelParams, ModelCancelResult, ModelErrorKind, ModelEventParams
 from . import anthropic, chat, neutral, responses
 from .neutral import CallPart, Dialect, Done, Failed, ModelRequest, Part, Text, Usage
 from .sse import SseDecoder, SseError
@@ -161,9 +161,10 @@ class _Out:
         self._text.clear()
 
 
-def _error(stream: str, message: str, status: int | None = None,
+def _error(stream: str, kind: ModelErrorKind, message: str, status: int | None = None,
            body: str | None = None) -> ModelEventParams:
-    event: ModelEventParams = {"stream": stream, "type": "error", "message": message}
+    event: ModelEventParams = {"stream": stream, "type": "error", "kind": kind,
+                               "message": message}
     if status is not None:
         event["status"] = status
     if body is not None:
@@ -260,7 +261,7 @@ class ModelStreams:
             raise
         except Exception as err:
             log.exception("model stream %s failed", out.stream)
-            end = _error(out.stream, f"internal error in the sidecar: {type(err).__name__}")
+            end = _error(out.stream, "cut", f"internal error in the sidecar: {type(err).__name__}")
         for field in ("message", "body"):
             if field in end:
                 end[field] = redact(str(end[field]), key)
@@ -284,7 +285,7 @@ class ModelStreams:
                 kind = resp.headers.get("content-type", "")
                 if "json" in kind or "html" in kind:
                     body = redact(await self._head(resp), key)
-                    return _error(out.stream, f"the model's server answered {kind}, "
+                    return _error(out.stream, "http", f"the model's server answered {kind}, "
                                   "not an event stream", resp.status, body)
                 try:
                     return await self._read(out, resp, dialect.parser())
@@ -292,20 +293,20 @@ class ModelStreams:
                     resp.close()
                     raise
         except aiohttp.ConnectionTimeoutError:
-            return _error(out.stream, f"could not connect to {url} within "
+            return _error(out.stream, "timeout", f"could not connect to {url} within "
                           f"{request.timeout:g} s (connect timeout)")
         except (aiohttp.ServerTimeoutError, TimeoutError):
-            return _error(out.stream, f"no data from {url} for {request.timeout:g} s "
+            return _error(out.stream, "timeout", f"no data from {url} for {request.timeout:g} s "
                           "(read timeout)")
         except aiohttp.ClientPayloadError as err:
-            return _error(out.stream, f"the stream was cut short: {err}")
+            return _error(out.stream, "cut", f"the stream was cut short: {err}")
         except aiohttp.ClientConnectorError as err:
-            return _error(out.stream, f"cannot connect to {url}: {err.strerror or err}")
+            return _error(out.stream, "cut", f"cannot connect to {url}: {err.strerror or err}")
         except aiohttp.ClientError as err:
-            return _error(out.stream, f"the request to {url} failed: "
+            return _error(out.stream, "cut", f"the request to {url} failed: "
                           f"{type(err).__name__}: {err}")
         except (SseError, ValueError, AttributeError, TypeError) as err:
-            return _error(out.stream, f"the model's stream is malformed: "
+            return _error(out.stream, "malformed", f"the model's stream is malformed: "
                           f"{type(err).__name__}: {err}")
 
     @staticmethod
@@ -322,7 +323,8 @@ class ModelStreams:
                           key: str | None) -> ModelEventParams:
         body = redact(await self._head(resp), key)
         reason = f" {resp.reason}" if resp.reason else ""
-        return _error(out.stream, f"the model's server answered HTTP {resp.status}{reason}: "
+        return _error(out.stream, "http",
+                      f"the model's server answered HTTP {resp.status}{reason}: "
                       f"{_detail(body)}", resp.status, body)
 
     async def _read(self, out: _Out, resp: aiohttp.ClientResponse,
@@ -345,7 +347,7 @@ class ModelStreams:
         end = self._parts(out, parser.finish())
         if end is not None:
             return end
-        return _error(out.stream, "the stream was cut short: it ended before the model's "
+        return _error(out.stream, "cut", "the stream was cut short: it ended before the model's "
                       "answer was complete")
 
     @staticmethod
@@ -366,6 +368,7 @@ class ModelStreams:
             elif isinstance(part, Done):
                 return {"stream": stream, "type": "done", "stop_reason": part.stop_reason}
             elif isinstance(part, Failed):
-                return _error(stream, f"the model's server reported an error: {part.message}")
+                return _error(stream, "cut",
+                              f"the model's server reported an error: {part.message}")
         return None
 
