@@ -58,8 +58,6 @@
 (require 'lispm-turn)
 (require 'lispm-condition)
 (require 'lispm-run-lisp)
-;; Helpers of roles are own agents; a sidecar asks for one at any time.
-(require 'lispm-helpers)
 
 (declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
 
