@@ -288,15 +288,11 @@ or answer it in *LispM approvals*.")))
 (defun lispm-helpers-decide-approval (&optional deny)
   "Allow the helper's approval at point, shown in its caller's session.
 With a prefix argument DENY, deny it, with a reason read from the user.
-Either resumes the helper."
+Either resumes the helper (`lispm-approvals-decide')."
   (interactive "P")
-  (let ((approval (or (get-text-property (point) 'lispm-approval)
-                      (user-error "No approval of a helper here"))))
-    (unless (lispm-approvals-get (lispm-approval-id approval))
-      (user-error "Approval %s is answered already" (lispm-approval-id approval)))
-    (if deny
-        (lispm-approvals-deny approval (lispm-approvals-read-reason))
-      (lispm-approvals-allow approval))))
+  (lispm-approvals-decide (or (get-text-property (point) 'lispm-approval)
+                              (user-error "No approval of a helper here"))
+                          deny))
 
 (add-hook 'lispm-approvals-asked-functions #'lispm-helpers--approval-asked)
 (add-hook 'lispm-approvals-decided-functions #'lispm-helpers--approval-decided)
