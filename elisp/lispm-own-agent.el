@@ -61,6 +61,7 @@
 (require 'lispm-edit)
 (require 'lispm-approvals)
 (require 'lispm-present)
+(require 'lispm-inspect)
 
 (declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
 
@@ -961,6 +962,162 @@ approvals.")
                          '(keymap mouse-face follow-link lispm-presentation help-echo))))
 
 (add-hook 'lispm-session-mode-hook #'lispm-own-agent--present-session)
+
+;;; The own agent in the inspector
+
+(defun lispm-own-agent--inspect-session-id (agent)
+  "Return the id of own AGENT's session, or nil."
+  (when-let* ((buffer (lispm-own-agent-buffer agent))
+              ((buffer-live-p buffer)))
+    (buffer-local-value 'lispm-session-id buffer)))
+
+(defun lispm-own-agent--inspect-call-link (agent turn call)
+  "Return a link to CALL, a call plist, of own AGENT's TURN."
+  (let ((label (format "%s %s" (plist-get call :name) (plist-get call :id))))
+    (if-let* ((session (lispm-own-agent--inspect-session-id agent)))
+        (lispm-present-link 'call (format "%s/%s/%s" session (lispm-turn-number turn)
+                                          (plist-get call :id))
+                            label)
+      label)))
+
+(defun lispm-own-agent--inspect-outcome (turn id)
+  "Return the outcome of TURN's call ID, or nil while it has none.
+The turn keeps its current step's outcomes; its trace, every step's."
+  (or (cdr (assoc id (lispm-turn-outcomes turn)))
+      (cl-loop for (_time what detail) in (lispm-turn-trace turn)
+               when (and (eq what 'result) (equal (car detail) id))
+               return (cadr detail))))
+
+(defun lispm-own-agent--inspect-call-state (turn call)
+  "Return how CALL of TURN stands, as text."
+  (let ((outcome (lispm-own-agent--inspect-outcome turn (plist-get call :id))))
+    (cond
+     ((eq (plist-get call :waiting) 'approval)
+      (if-let* ((approval (plist-get call :approval)))
+          (concat "waits for approval "
+                  (lispm-present-link 'approval (lispm-approval-id approval)))
+        "waits for approval"))
+     ((eq (plist-get call :waiting) 'reply)
+      (concat "waits on request " (lispm-present-link 'request (plist-get call :request))))
+     ((plist-get outcome :skipped) "skipped")
+     ((and outcome (plist-get outcome :ok)) "done")
+     (outcome (format "failed: %s" (truncate-string-to-width
+                                    (format "%s" (plist-get outcome :error)) 60 nil nil "...")))
+     ((plist-get call :started) "running")
+     (t "not started"))))
+
+(defun lispm-own-agent--inspect-turn-calls (agent)
+  "Return own AGENT's tool use in this Emacs, newest first: (TIME TURN CALL)."
+  (cl-loop for (_number . turn) in (lispm-own-agent-turns agent)
+           nconc (cl-loop for (time what detail) in (lispm-turn-trace turn)
+                          when (eq what 'call) collect (list time turn detail))
+           into calls
+           finally return (sort calls (lambda (a b) (> (car a) (car b))))))
+
+(defun lispm-own-agent--inspect-session (agent)
+  "Insert the part on own AGENT's session, model, each turn, and token use."
+  (let* ((buffer (lispm-own-agent-buffer agent))
+         (file (and (buffer-live-p buffer) (buffer-local-value 'lispm-session-file buffer)))
+         (session (lispm-own-agent--inspect-session-id agent))
+         (model (lispm-own-agent-model agent))
+         (turns (lispm-own-agent-turns agent))
+         (window (and model (lispm-model-window model)))
+         (last-usage (and turns (lispm-turn-usage (cdr (car turns)))))
+         (output (apply #'+ (mapcar (lambda (entry)
+                                      (or (plist-get (lispm-turn-usage (cdr entry))
+                                                     :output_tokens)
+                                          0))
+                                    turns))))
+    (lispm-inspect-heading 1 'session "Session")
+    (when file
+      (lispm-inspect-insert-item (list 'file file) "- File: "
+                                 (lispm-present-link 'file file (abbreviate-file-name file))))
+    (lispm-inspect-line "- Id: " (or session "?"))
+    (lispm-inspect-line "- Model: " (or model "?"))
+    (lispm-inspect-line
+     (format "- Tokens: %s input in its last request%s, %d output in this Emacs's turns"
+             (or (plist-get last-usage :input_tokens) "no")
+             (if (and window (plist-get last-usage :input_tokens))
+                 (format " (%d%% of its window of %d)"
+                         (/ (* 100 (plist-get last-usage :input_tokens)) window) window)
+               "")
+             output))
+    (lispm-inspect-heading 2 'turns (format "Turns of this Emacs (%d)" (length turns)))
+    (if (null turns)
+        (lispm-inspect-note "None yet.")
+      (pcase-dolist (`(,number . ,turn) turns)
+        (let ((usage (lispm-turn-usage turn)))
+          (lispm-inspect-insert-item
+           (list 'turn number)
+           "- " (if session
+                    (lispm-present-link 'turn (format "%s/%d" session number)
+                                        (format "Turn %d" number))
+                  (format "Turn %d" number))
+           ": " (symbol-name (lispm-turn-state turn))
+           (if usage
+               (format ", %s input, %s output tokens"
+                       (or (plist-get usage :input_tokens) "?")
+                       (or (plist-get usage :output_tokens) "?"))
+             "")))))))
+
+(cl-defmethod lispm-inspect-kind-title ((_agent lispm-own-agent))
+  "Return the title of the own agent's kind."
+  (or (cl-call-next-method) "LispM's own agent"))
+
+(cl-defmethod lispm-inspect-waiting-requests ((agent lispm-own-agent))
+  "Return the ids of the requests AGENT waits on."
+  (lispm-agent-waiting-requests agent))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'waiting)))
+  "Insert each tool call of the turn AGENT has under way."
+  (let ((turn (lispm-own-agent-turn agent)))
+    (when (and turn (lispm-turn-live-p turn))
+      (lispm-inspect-heading 2 'turn-calls
+                             (format "Calls of turn %d, %s" (lispm-turn-number turn)
+                                     (lispm-turn-state turn)))
+      (let ((calls (lispm-turn-calls turn)))
+        (if (null calls)
+            (lispm-inspect-note "None yet.")
+          (dolist (call calls)
+            (lispm-inspect-insert-item
+             (list 'call (plist-get call :id) (lispm-turn-number turn))
+             "- " (lispm-own-agent--inspect-call-link agent turn call) ": "
+             (lispm-own-agent--inspect-call-state turn call))
+            (when-let* ((approval (plist-get call :approval)))
+              (put-text-property (line-beginning-position 0) (point)
+                                 'lispm-inspect-approval (lispm-approval-id approval)))))))))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'inbox)))
+  "Insert what was given to AGENT that waits for its turn's end."
+  (dolist (text (lispm-own-agent-pending agent))
+    (lispm-inspect-insert-item
+     (list 'pending text) "- waits for the turn's end: "
+     (truncate-string-to-width (replace-regexp-in-string "[ \t\n\r]+" " " text)
+                               80 nil nil "..."))))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'calls)))
+  "Insert each tool call AGENT made in this Emacs, newest first."
+  (lispm-inspect-heading 2 'own-calls "Its turns' calls in this Emacs")
+  (if-let* ((calls (lispm-own-agent--inspect-turn-calls agent)))
+      (pcase-dolist (`(,time ,turn ,call) (seq-take calls lispm-inspect-calls-limit))
+        (lispm-inspect-insert-item
+         (list 'call (plist-get call :id) (lispm-turn-number turn))
+         "- " (lispm-inspect-time time) " " (lispm-own-agent--inspect-call-link agent turn call)
+         (format " (turn %d): " (lispm-turn-number turn))
+         (lispm-own-agent--inspect-call-state turn call)))
+    (lispm-inspect-note "None.")))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'sections)))
+  "Insert the part on AGENT's session."
+  (lispm-own-agent--inspect-session agent))
+
+(cl-defmethod lispm-inspect-revert ((agent lispm-own-agent) number)
+  "Revert turn NUMBER of AGENT, once the user agrees."
+  (when (yes-or-no-p (format "Revert turn %d of %s? " number (lispm-actor-name agent)))
+    (lispm-agent-revert-turn agent number)))
+
+;; A turn may end with its agent's activity as it was.
+(add-hook 'lispm-agent-turn-end-functions #'lispm-inspect-changed)
 
 (provide 'lispm-own-agent)
 ;;; lispm-own-agent.el ends here
