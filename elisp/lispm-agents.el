@@ -40,9 +40,6 @@
 (require 'lispm-term)
 (require 'lispm-present)
 
-;; The inspector, autoloaded, is offered when it is there.
-(declare-function lispm-inspect "lispm-inspect" (agent))
-
 ;;; Actors and agents
 
 (cl-defstruct (lispm-actor (:constructor nil) (:copier nil))
@@ -643,28 +640,24 @@ else `running'."
 
 (cl-defgeneric lispm-actor-actions (actor)
   "Return what else can be done with ACTOR, a list of (NAME . FUNCTION).
-They come after inspecting it and before closing it, in its menu.")
+They come after showing it (and inspecting it) and before closing it,
+in its menu.")
 
 (cl-defmethod lispm-actor-actions ((_actor lispm-actor))
   "Return nothing more for an actor."
   nil)
 
-(cl-defmethod lispm-present-follow ((_type (eql 'agent)) id &optional arg)
-  "Show the home buffer of the agent named ID; with ARG, inspect it."
-  (let ((agent (lispm-agents-presented id)))
-    (if (and arg (fboundp 'lispm-inspect))
-        (lispm-inspect agent)
-      (let ((buffer (lispm-actor-home-buffer agent)))
-        (unless (buffer-live-p buffer)
-          (user-error "%s has no buffer open" id))
-        (pop-to-buffer buffer)))))
+(cl-defmethod lispm-present-follow ((_type (eql 'agent)) id &optional _arg)
+  "Show the home buffer of the agent named ID."
+  (let ((buffer (lispm-actor-home-buffer (lispm-agents-presented id))))
+    (unless (buffer-live-p buffer)
+      (user-error "%s has no buffer open" id))
+    (pop-to-buffer buffer)))
 
 (cl-defmethod lispm-present-type-actions ((_type (eql 'agent)) id)
-  "Return the actions on the agent named ID: show, inspect, its own, close."
+  "Return the actions on the agent named ID: show it, its kind's, close it."
   (append
    (list (lispm-present-follow-action "Show the agent's buffer" 'agent id))
-   (and (fboundp 'lispm-inspect)
-        (list (cons "Inspect" (lambda () (lispm-inspect (lispm-agents-presented id))))))
    (when-let* ((agent (lispm-agent-get id)))
      (lispm-actor-actions agent))
    (list (cons "Close it"
@@ -672,12 +665,6 @@ They come after inspecting it and before closing it, in its menu.")
                  (let ((agent (lispm-agents-presented id)))
                    (when (yes-or-no-p (format "Close %s? " id))
                      (lispm-agent-close agent))))))))
-
-(cl-defmethod lispm-present-inspect ((_type (eql 'agent)) id)
-  "Inspect the agent named ID."
-  (unless (fboundp 'lispm-inspect)
-    (user-error "No inspector here (lispm-inspect is not loaded)"))
-  (lispm-inspect (lispm-agents-presented id)))
 
 (define-button-type 'lispm-agent :supertype 'lispm-presentation)
 

@@ -607,6 +607,25 @@ Otherwise mark it stale: it is redrawn when shown again."
 (add-hook 'lispm-agents-changed-hook #'lispm-inspect-changed)
 (add-hook 'lispm-approvals-changed-hook #'lispm-inspect-changed)
 
+;;; Inspecting an agent from its presentation
+
+(cl-defmethod lispm-present-inspect ((_type (eql 'agent)) id)
+  "Inspect the agent named ID."
+  (lispm-inspect (lispm-agents-presented id)))
+
+(cl-defmethod lispm-present-follow :around ((_type (eql 'agent)) id &optional arg)
+  "With ARG, inspect the agent named ID instead of showing its buffer."
+  (if arg
+      (lispm-inspect (lispm-agents-presented id))
+    (cl-call-next-method)))
+
+(cl-defmethod lispm-present-type-actions :around ((_type (eql 'agent)) id)
+  "Offer inspecting the agent named ID, next to showing it."
+  (let ((actions (cl-call-next-method)))
+    (append (list (car actions)
+                  (cons "Inspect" (lambda () (lispm-inspect (lispm-agents-presented id)))))
+            (cdr actions))))
+
 ;;; Commands
 
 (defun lispm-inspect--item-or-error (&rest types)

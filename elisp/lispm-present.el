@@ -123,8 +123,9 @@ adds copying its link and its text."
   (:method (type id) (list (lispm-present-follow-action "Follow" type id))))
 
 (cl-defgeneric lispm-present-inspect (type id)
-  "Inspect the object of TYPE named ID, if its type has an inspector."
-  (:method (_type _id) (user-error "Only agents can be inspected")))
+  "Inspect the object of TYPE named ID, if an inspector of TYPE is loaded.
+The inspector of agents is lispm-inspect.el."
+  (:method (type _id) (user-error "Nothing of type %s can be inspected here" type)))
 
 (cl-defgeneric lispm-present-button-type (type)
   "Return the button type of a presentation of TYPE in LispM's views.

@@ -327,6 +327,7 @@ Return the buffer current after following."
                      (cl-find-if (lambda (entry)
                                    (and (eq (car-safe entry) 'cl-defmethod)
                                         (eq (nth 1 entry) generic)
+                                        (null (nth 2 entry))
                                         (equal (nth 3 entry) `(eql ',type))))
                                  entries))
            return (file-name-base file)))
