@@ -76,24 +76,29 @@
 
 ;;; Options
 
+(defgroup lispm-lisp nil
+  "The language of `run_lisp' programs: their fuel and limits."
+  :group 'lispm
+  :prefix "lispm-lisp-")
+
 (defcustom lispm-lisp-default-fuel 100000
   "The fuel a `run_lisp' program starts with.
 One unit is one loop iteration or one call of a function the program
 defined."
   :type 'natnum
-  :group 'lispm)
+  :group 'lispm-lisp)
 
 (defcustom lispm-lisp-max-depth 200
   "How deep calls of a `run_lisp' program's own functions may nest."
   :type 'natnum
-  :group 'lispm)
+  :group 'lispm-lisp)
 
 (defcustom lispm-lisp-max-size 1000000
   "The largest string, list or vector a `run_lisp' program makes at once.
 It caps `make-string', `make-list', `make-vector', `number-sequence'
 and the field widths of `format'."
   :type 'natnum
-  :group 'lispm)
+  :group 'lispm-lisp)
 
 ;;; Errors
 
