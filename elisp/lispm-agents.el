@@ -38,6 +38,7 @@
 (require 'lispm-base)
 (require 'lispm-sidecar)
 (require 'lispm-term)
+(require 'lispm-present)
 
 ;;; Actors and agents
 
@@ -625,6 +626,51 @@ else `running'."
                             (lispm-agent-name agent) text))))))
 
 (add-hook 'lispm-sidecar-connected-hook #'lispm-agents--reregister)
+
+;;; Presentations of agents
+
+(defun lispm-agents-presented (name)
+  "Return the live agent NAME, or signal a `user-error' that it is gone."
+  (or (lispm-agent-get name)
+      (user-error "No agent %s: it is gone" name)))
+
+(cl-defgeneric lispm-actor-actions (actor)
+  "Return what else can be done with ACTOR, a list of (NAME . FUNCTION).
+They come after showing it (and inspecting it) and before closing it,
+in its menu.")
+
+(cl-defmethod lispm-actor-actions ((_actor lispm-actor))
+  "Return nothing more for an actor."
+  nil)
+
+(cl-defmethod lispm-present-follow ((_type (eql 'agent)) id &optional _arg)
+  "Show the home buffer of the agent named ID."
+  (let ((buffer (lispm-actor-home-buffer (lispm-agents-presented id))))
+    (unless (buffer-live-p buffer)
+      (user-error "%s has no buffer open" id))
+    (pop-to-buffer buffer)))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'agent)) id)
+  "Return the actions on the agent named ID: show it, its kind's, close it."
+  (append
+   (list (lispm-present-follow-action "Show the agent's buffer" 'agent id))
+   (when-let* ((agent (lispm-agent-get id)))
+     (lispm-actor-actions agent))
+   (list (cons "Close it"
+               (lambda ()
+                 (let ((agent (lispm-agents-presented id)))
+                   (when (yes-or-no-p (format "Close %s? " id))
+                     (lispm-agent-close agent))))))))
+
+(define-button-type 'lispm-agent :supertype 'lispm-presentation)
+
+(cl-defmethod lispm-present-button-type ((_type (eql 'agent)))
+  "An agent's button is of type `lispm-agent'."
+  'lispm-agent)
+
+(cl-defmethod lispm-present-names ((_type (eql 'agent)))
+  "The names of the live agents."
+  (mapcar #'lispm-actor-name (lispm-agents)))
 
 (provide 'lispm-agents)
 ;;; lispm-agents.el ends here

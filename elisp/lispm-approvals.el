@@ -769,6 +769,19 @@ APPROVAL may be an approval or its id."
     (message "LispM: denied %s's %s" (lispm-actor-name (lispm-approval-agent approval))
              (lispm-approval-kind approval))))
 
+(defun lispm-approvals-decide (approval &optional deny)
+  "Allow APPROVAL this once; with DENY non-nil, deny it with a reason read.
+APPROVAL is an approval or its id; one answered already is a
+`user-error', before any reason is read.  Every way of deciding an
+approval from a session's buffer comes here: its TODO item set to
+DONE or CANCELLED, the session's key on its call or on a helper's
+approval in its caller's session (a prefix argument denies), and a
+presentation's Allow and Deny."
+  (let ((approval (lispm-approvals--pending-or-error approval)))
+    (if deny
+        (lispm-approvals-deny approval (lispm-approvals-read-reason))
+      (lispm-approvals-allow approval))))
+
 (defun lispm-approvals-withdraw (approval &optional reason)
   "Withdraw APPROVAL (or its id) undecided, telling its caller REASON.
 Return non-nil if it was waiting."
@@ -980,6 +993,30 @@ In the agent list, AGENT is the agent on the current line."
            (message "LispM: nothing of %s's waits" (lispm-actor-name agent)))
           ((null lispm-approvals--pending)
            (message "LispM: nothing waits for your approval")))))
+
+;;; Presentations of approvals
+
+(defun lispm-approvals--presented (id)
+  "Return the pending approval ID, or signal a `user-error' that it is decided."
+  (or (lispm-approvals-get id)
+      (user-error "Approval %s is decided, or was never asked in this Emacs" id)))
+
+(cl-defmethod lispm-present-follow ((_type (eql 'approval)) id &optional _arg)
+  "Show the approvals buffer at the section of the approval ID."
+  (let ((approval (lispm-approvals--presented id)))
+    (lispm-approvals-show)
+    (with-current-buffer lispm-approvals-buffer-name
+      (goto-char (point-min))
+      (when (lispm-approvals--goto approval)
+        (when-let* ((window (get-buffer-window (current-buffer))))
+          (set-window-point window (point))
+          (set-window-start window (point)))))))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'approval)) id)
+  "Return the actions on the approval ID: show, allow or deny it."
+  (list (lispm-present-follow-action "Show the approval" 'approval id)
+        (cons "Allow" (lambda () (lispm-approvals-decide (lispm-approvals--presented id))))
+        (cons "Deny" (lambda () (lispm-approvals-decide (lispm-approvals--presented id) t)))))
 
 (provide 'lispm-approvals)
 ;;; lispm-approvals.el ends here

@@ -48,11 +48,8 @@
 ;;                           project, for the user: it does not retire
 ;;
 ;; The App Store's Roles shelf lists the roles; opening one runs
-;; `lispm-helper-start'.
-;;
-;; This file also answers `emacs/list-agents' (the live agents and the
-;; roles a helper can be started from), and gives own agents the same
-;; as the tool `list_agents'.
+;; `lispm-helper-start'.  The roles a helper can be started from are
+;; listed with the agents, by `list_agents' (lispm-messages.el).
 
 ;;; Code:
 
@@ -63,30 +60,11 @@
 (require 'lispm-policy)
 (require 'lispm-roles)
 (require 'lispm-approvals)
-(require 'lispm-tools)
-
-;; LispM's own agent loads Org with its first session: required when a
-;; helper is made, not when LispM loads.
-(declare-function lispm-agent-make "lispm-own-agent" (folder model session &optional role name))
-(declare-function lispm-agent-busy-p "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-p "lispm-own-agent" (object))
-(declare-function lispm-own-agent-model "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-buffer "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-pending "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-turns "lispm-own-agent" (agent))
-(declare-function lispm-model-default "lispm-model" ())
-(declare-function lispm-session-create "lispm-session"
-                  (folder &optional model-name agent-name role callers))
-(declare-function lispm-session-insert-note "lispm-session" (buffer text))
-(declare-function lispm-session-save "lispm-session" (buffer message))
-(declare-function lispm-agent-release-session "lispm-own-agent" (buffer))
-(defvar lispm-agent-turn-end-functions)
+(require 'lispm-model)
+(require 'lispm-session)
+(require 'lispm-own-agent)
 
 ;;; Making a helper
-
-(defun lispm-helpers--own-agent-p (actor)
-  "Return non-nil if ACTOR is one of LispM's own agents."
-  (and (fboundp 'lispm-own-agent-p) (lispm-own-agent-p actor)))
 
 (defun lispm-helper-make (role folder &optional caller)
   "Make an own agent of ROLE working in FOLDER, the helper of CALLER; return it.
@@ -98,7 +76,6 @@ agent, else `lispm-model-default'.  It is registered with Emacs and
 with the sidecar, and its session notes who asked.  Signal
 `lispm-role-unknown' if ROLE is no role for FOLDER, and a
 `lispm-policy-error' if FOLDER is not within CALLER's."
-  (require 'lispm-own-agent)
   (let ((role (if (stringp role) (intern role) role))
         (folder (file-name-as-directory (file-truename folder))))
     (lispm-roles-check role folder)
@@ -106,7 +83,7 @@ with the sidecar, and its session notes who asked.  Signal
       (lispm-signal 'lispm-policy-error (list folder)
                     "A helper of %s must work within %s, not in %s"
                     (lispm-actor-name caller) (lispm-actor-folder caller) folder))
-    (let* ((model (if (lispm-helpers--own-agent-p caller)
+    (let* ((model (if (lispm-own-agent-p caller)
                       (lispm-own-agent-model caller)
                     (lispm-model-default)))
            (callers (cl-loop for actor = caller then (lispm-actor-caller actor)
@@ -214,7 +191,7 @@ AGENT meanwhile keeps it."
   "Retire the helpers CALLER asked for, and theirs: none outlives its caller."
   (dolist (helper (lispm-agents))
     (when (and (eq (lispm-actor-caller helper) caller)
-               (lispm-helpers--own-agent-p helper))
+               (lispm-own-agent-p helper))
       ;; One helper's trouble must not keep the others, or CALLER's leaving.
       (condition-case err
           (lispm-helpers--retire-orphan helper caller)
@@ -245,7 +222,7 @@ it."
 (defun lispm-helpers--caller-buffer (approval)
   "Return the live session buffer of the own agent that called APPROVAL's asker."
   (when-let* ((caller (lispm-actor-caller (lispm-approval-agent approval)))
-              ((lispm-helpers--own-agent-p caller))
+              ((lispm-own-agent-p caller))
               (buffer (lispm-own-agent-buffer caller)))
     (and (buffer-live-p buffer) buffer)))
 
@@ -311,51 +288,14 @@ or answer it in *LispM approvals*.")))
 (defun lispm-helpers-decide-approval (&optional deny)
   "Allow the helper's approval at point, shown in its caller's session.
 With a prefix argument DENY, deny it, with a reason read from the user.
-Either resumes the helper."
+Either resumes the helper (`lispm-approvals-decide')."
   (interactive "P")
-  (let ((approval (or (get-text-property (point) 'lispm-approval)
-                      (user-error "No approval of a helper here"))))
-    (unless (lispm-approvals-get (lispm-approval-id approval))
-      (user-error "Approval %s is answered already" (lispm-approval-id approval)))
-    (if deny
-        (lispm-approvals-deny approval (lispm-approvals-read-reason))
-      (lispm-approvals-allow approval))))
+  (lispm-approvals-decide (or (get-text-property (point) 'lispm-approval)
+                              (user-error "No approval of a helper here"))
+                          deny))
 
 (add-hook 'lispm-approvals-asked-functions #'lispm-helpers--approval-asked)
 (add-hook 'lispm-approvals-decided-functions #'lispm-helpers--approval-decided)
-
-;;; The agents and the roles
-
-(defun lispm-helpers-list-agents (&optional asker)
-  "Return the live agents and the roles, as `emacs/list-agents' answers.
-A plist (:agents AGENTS :roles ROLES), vectors for JSON: each agent as
-`lispm-agent-describe' gives it, each role (:name :description), the
-roles a helper can be started from: those `lispm-roles-list' gives for
-ASKER's folder, or for no folder without an ASKER."
-  (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))
-        :roles (vconcat (mapcar (lambda (role)
-                                  (list :name (symbol-name (lispm-role-name role))
-                                        :description (lispm-role-description role)))
-                                (lispm-roles-list (and asker (lispm-actor-folder asker)))))))
-
-(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) params)
-  "Return every live actor and the roles a helper can be started from.
-Each actor with its name, kind, role, folder, state and activity;
-each role with its name and description.  If PARAMS name a live agent
-\(`:name', `:instance'), the roles its folder sees."
-  (lispm-helpers-list-agents (and (plist-get params :name) (lispm-agent-from-params params))))
-
-(lispm-define-tool list-agents (actor)
-  "List the live agents, and the roles a helper can be started from.
-Returns JSON: {\"you\": your name, \"agents\": [{name, kind, role, folder,
-state, activity}], \"roles\": [{name, description}]}.  Message an agent
-with send_message or ask_agent; ask_agent with a role instead of an
-agent starts a helper of that role in your folder, which does the job,
-replies and retires."
-  :kind 'message
-  (json-serialize (append (list :you (lispm-actor-name actor))
-                          (lispm-helpers-list-agents actor))
-                  :null-object nil))
 
 (provide 'lispm-helpers)
 ;;; lispm-helpers.el ends here

@@ -29,6 +29,11 @@
 ;;   Calls       the audit of its tool calls; an own agent's calls
 ;;   Session     an own agent's session, model, turns and token use
 ;;
+;; What a type of actor has more (the own agent's calls, queue and
+;; session) is a method of `lispm-inspect-insert' in the file that owns
+;; the type, lispm-own-agent.el for the own agent: this file knows no
+;; type of actor but the registry's.
+;;
 ;; Every object is a LispM link (`lispm-present-link').  The buffer
 ;; follows the agent live: a change of the registry or of the
 ;; approvals redraws it, `lispm-inspect-redraw-delay' seconds later and
@@ -57,33 +62,6 @@
 (require 'lispm-roles)
 (require 'lispm-approvals)
 (require 'lispm-present)
-
-;; LispM's own agent loads with its first session: the inspector shows
-;; one only when it is loaded.
-(declare-function lispm-own-agent-p "lispm-own-agent" (object))
-(declare-function lispm-own-agent-buffer "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-model "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-turn "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-turns "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-pending "lispm-own-agent" (agent))
-(declare-function lispm-agent-waiting-requests "lispm-own-agent" (agent))
-(declare-function lispm-agent-revert-turn "lispm-own-agent" (agent number))
-(declare-function lispm-turn-number "lispm-turn" (turn))
-(declare-function lispm-turn-state "lispm-turn" (turn))
-(declare-function lispm-turn-calls "lispm-turn" (turn))
-(declare-function lispm-turn-call-id "lispm-turn" (call))
-(declare-function lispm-turn-call-name "lispm-turn" (call))
-(declare-function lispm-turn-call-state "lispm-turn" (call))
-(declare-function lispm-turn-call-approval "lispm-turn" (call))
-(declare-function lispm-turn-call-request "lispm-turn" (call))
-(declare-function lispm-turn-outcomes "lispm-turn" (turn))
-(declare-function lispm-turn-usage "lispm-turn" (turn))
-(declare-function lispm-turn-trace "lispm-turn" (turn))
-(declare-function lispm-turn-live-p "lispm-turn" (turn))
-(declare-function lispm-model-window "lispm-model" (name))
-(defvar lispm-session-id)
-(defvar lispm-session-file)
-(defvar lispm-agent-turn-end-functions)
 
 ;;; Options
 
@@ -128,13 +106,39 @@ See `lispm-inspect--key'.")
 (defvar-local lispm-inspect--stale nil
   "Non-nil if something changed while no window showed the buffer.")
 
-(defun lispm-inspect--own-p (actor)
-  "Return non-nil if ACTOR is one of LispM's own agents."
-  (and (fboundp 'lispm-own-agent-p) (lispm-own-agent-p actor)))
-
 (defun lispm-inspect-buffer-name (agent)
   "Return the name of the inspector buffer of AGENT, an actor or a name."
   (format "*LispM inspect: %s*" (if (stringp agent) agent (lispm-actor-name agent))))
+
+;;; What an actor's type adds: its owner's methods
+
+;; The inspector shows what every actor has.  What a type of actor
+;; adds is a method in the file that owns the type (the own agent's in
+;; lispm-own-agent.el), as magit-section.el knows no section type.
+
+(cl-defgeneric lispm-inspect-insert (actor part)
+  "Insert, in PART of the inspector of ACTOR, what its type has more.
+PART is `waiting' (at the end of Waiting), `inbox' (after the messages
+to it), `calls' (first in Recent tool calls) or `sections' (parts of
+its own, after the others).  A line that stands for an object is an
+item (`lispm-inspect-insert-item'): (turn NUMBER) and (call ID
+NUMBER) are what \\<lispm-inspect-mode-map>\\[lispm-inspect-revert-turn] reverts; a `lispm-inspect-approval'
+property, an approval's id, is what \\[lispm-inspect-allow] and \\[lispm-inspect-deny] decide.
+By default, nothing."
+  (:method (_actor _part) nil))
+
+(cl-defgeneric lispm-inspect-kind-title (actor)
+  "Return the title of ACTOR's kind, or nil."
+  (:method (actor) (alist-get (lispm-actor-kind actor) lispm-agent-kinds)))
+
+(cl-defgeneric lispm-inspect-waiting-requests (actor)
+  "Return the ids of the requests ACTOR waits on that Emacs knows of.
+The ledger tells of the others; by default, none."
+  (:method (_actor) nil))
+
+(cl-defgeneric lispm-inspect-revert (actor number)
+  "Take back what turn NUMBER of ACTOR changed, once the user agrees."
+  (:method (_actor _number) (user-error "Only turns of LispM's own agents can be reverted")))
 
 ;;; Items
 
@@ -142,7 +146,7 @@ See `lispm-inspect--key'.")
 ;; (TYPE ID): what the keys act on, and what point stays on across
 ;; redraws.  Each part's text carries `lispm-inspect-section'.
 
-(defun lispm-inspect--insert-item (item &rest strings)
+(defun lispm-inspect-insert-item (item &rest strings)
   "Insert STRINGS as a line of their own, standing for ITEM, (TYPE ID)."
   (let ((start (point)))
     (apply #'insert strings)
@@ -153,25 +157,25 @@ See `lispm-inspect--key'.")
   "Return the item at POS (default point), (TYPE ID), or nil."
   (get-text-property (or pos (point)) 'lispm-inspect-item))
 
-(defun lispm-inspect--heading (level section title)
+(defun lispm-inspect-heading (level section title)
   "Insert a heading of LEVEL with TITLE, the start of SECTION, a symbol."
   (insert (make-string level ?*) " " title "\n")
   (put-text-property (line-beginning-position 0) (point) 'lispm-inspect-heading section))
 
-(defun lispm-inspect--line (&rest strings)
+(defun lispm-inspect-line (&rest strings)
   "Insert STRINGS as a line."
   (apply #'insert strings)
   (insert "\n"))
 
-(defun lispm-inspect--note (text)
+(defun lispm-inspect-note (text)
   "Insert TEXT as a line of explanation."
-  (lispm-inspect--line (propertize text 'face 'shadow)))
+  (lispm-inspect-line (propertize text 'face 'shadow)))
 
 (defun lispm-inspect--agent-link (name)
   "Return a link to the agent NAME."
   (lispm-present-link 'agent name))
 
-(defun lispm-inspect--time (seconds)
+(defun lispm-inspect-time (seconds)
   "Return SECONDS since the epoch as a time of day."
   (if (numberp seconds) (format-time-string "%T" seconds) "--:--:--"))
 
@@ -191,38 +195,38 @@ See `lispm-inspect--key'.")
   (let ((name (lispm-actor-name agent))
         (folder (lispm-actor-folder agent))
         (callers (lispm-inspect--callers agent)))
-    (lispm-inspect--heading 1 'agent (concat (lispm-inspect--agent-link name)
+    (lispm-inspect-heading 1 'agent (concat (lispm-inspect--agent-link name)
                                              (if (lispm-agent-live-p agent) ""
                                                " (has left)")))
-    (lispm-inspect--insert-item
+    (lispm-inspect-insert-item
      (list 'agent name) "- Kind: " (symbol-name (lispm-actor-kind agent))
-     (if-let* ((title (alist-get (lispm-actor-kind agent) lispm-agent-kinds)))
+     (if-let* ((title (lispm-inspect-kind-title agent)))
          (format " (%s)" title)
-       (if (lispm-inspect--own-p agent) " (LispM's own agent)" "")))
-    (lispm-inspect--line "- Role: " (symbol-name (lispm-actor-effective-role agent)))
+       ""))
+    (lispm-inspect-line "- Role: " (symbol-name (lispm-actor-effective-role agent)))
     (when folder
-      (lispm-inspect--insert-item
+      (lispm-inspect-insert-item
        (list 'file folder) "- Folder: "
        (lispm-present-link 'file folder (abbreviate-file-name folder))))
-    (lispm-inspect--line
+    (lispm-inspect-line
      "- State: " (symbol-name (lispm-actor-state agent))
      (if-let* ((activity (lispm-actor-activity agent)))
          (format ", %s" activity)
        ""))
     (when-let* ((buffer (lispm-actor-home-buffer agent))
                 ((buffer-live-p buffer)))
-      (lispm-inspect--insert-item
+      (lispm-inspect-insert-item
        (list 'buffer (buffer-name buffer)) "- Buffer: "
        (lispm-present-link 'buffer (buffer-name buffer))))
     (when (lispm-agent-p agent)
       (when-let* ((port (lispm-agent-port agent)))
-        (lispm-inspect--line (format "- MCP port: %d" port)))
+        (lispm-inspect-line (format "- MCP port: %d" port)))
       (when-let* ((session (lispm-agent-session agent)))
-        (lispm-inspect--line "- CLI session: " session))
+        (lispm-inspect-line "- CLI session: " session))
       (when (eq (lispm-actor-activity agent) 'waiting-for-approval)
-        (lispm-inspect--note "  Its CLI asks for an approval in its terminal.")))
+        (lispm-inspect-note "  Its CLI asks for an approval in its terminal.")))
     (when callers
-      (lispm-inspect--insert-item
+      (lispm-inspect-insert-item
        (list 'agent (lispm-actor-name (car callers)))
        "- Caller: " (lispm-inspect--agent-link (lispm-actor-name (car callers)))
        (if (cdr callers)
@@ -258,20 +262,20 @@ Rules narrowed to paths apply to no such action.")
          (folder (lispm-actor-folder agent))
          (caller (lispm-actor-caller agent))
          (grants (lispm-policy-grants agent)))
-    (lispm-inspect--heading 1 'policy "Policy")
-    (lispm-inspect--heading 2 'rules (format "Rules of role %s" role))
-    (lispm-inspect--line "From " (lispm-inspect--role-source role folder)
+    (lispm-inspect-heading 1 'policy "Policy")
+    (lispm-inspect-heading 2 'rules (format "Rules of role %s" role))
+    (lispm-inspect-line "From " (lispm-inspect--role-source role folder)
                          "; the first that matches wins, none means ask.")
     (dolist (rule (lispm-policy-rules role folder))
-      (lispm-inspect--insert-item (list 'rule rule) "- " (lispm-inspect--rule-text rule)))
-    (lispm-inspect--heading 2 'grants "Session grants")
+      (lispm-inspect-insert-item (list 'rule rule) "- " (lispm-inspect--rule-text rule)))
+    (lispm-inspect-heading 2 'grants "Session grants")
     (if grants
         (dolist (kind grants)
-          (lispm-inspect--insert-item (list 'grant kind)
+          (lispm-inspect-insert-item (list 'grant kind)
                                       (format "- %s: allowed until it leaves" kind)))
-      (lispm-inspect--note "None: nothing allowed for its session."))
-    (lispm-inspect--heading 2 'decisions "Decisions per kind")
-    (lispm-inspect--note
+      (lispm-inspect-note "None: nothing allowed for its session."))
+    (lispm-inspect-heading 2 'decisions "Decisions per kind")
+    (lispm-inspect-note
      (if caller
          "For an action naming no file; a helper's is the stricter of its role's and its caller's."
        "For an action naming no file, its session grants counted."))
@@ -280,8 +284,8 @@ Rules narrowed to paths apply to no such action.")
       (cl-flet ((row (cells)
                   (concat "| " (mapconcat (lambda (cell) (format "%-10s" cell)) cells " | ")
                           " |")))
-        (lispm-inspect--line (row columns))
-        (lispm-inspect--line "|" (mapconcat (lambda (_) (make-string 12 ?-)) columns "+") "|")
+        (lispm-inspect-line (row columns))
+        (lispm-inspect-line "|" (mapconcat (lambda (_) (make-string 12 ?-)) columns "+") "|")
         (dolist (kind lispm-policy-kinds)
           (let ((decisions
                  (condition-case err
@@ -292,83 +296,27 @@ Rules narrowed to paths apply to no such action.")
                              (if (memq kind grants) "granted" ""))
                            (lispm-policy-decide agent role kind lispm-inspect--target))
                    (lispm-error (list "?" "?" (error-message-string err))))))
-            (lispm-inspect--insert-item
+            (lispm-inspect-insert-item
              (list 'kind kind)
              (row (cons kind (mapcar (lambda (d) (format "%s" d)) decisions))))))))))
 
 ;;; Waiting
 
-(defun lispm-inspect--session-id (agent)
-  "Return the id of own AGENT's session, or nil."
-  (when-let* ((buffer (lispm-own-agent-buffer agent))
-              ((buffer-live-p buffer)))
-    (buffer-local-value 'lispm-session-id buffer)))
-
-(defun lispm-inspect--call-link (agent turn call)
-  "Return a link to CALL, a `lispm-turn-call', of own AGENT's TURN."
-  (let ((label (format "%s %s" (lispm-turn-call-name call) (lispm-turn-call-id call))))
-    (if-let* ((session (lispm-inspect--session-id agent)))
-        (lispm-present-link 'call (format "%s/%s/%s" session (lispm-turn-number turn)
-                                          (lispm-turn-call-id call))
-                            label)
-      label)))
-
-(defun lispm-inspect--outcome (turn id)
-  "Return the outcome of TURN's call ID, or nil while it has none.
-The turn keeps its current step's outcomes; its trace, every step's."
-  (or (cdr (assoc id (lispm-turn-outcomes turn)))
-      (cl-loop for (_time what detail) in (lispm-turn-trace turn)
-               when (and (eq what 'result) (equal (car detail) id))
-               return (cadr detail))))
-
-(defun lispm-inspect--call-state (turn call)
-  "Return how CALL of TURN stands, as text."
-  (let ((outcome (lispm-inspect--outcome turn (lispm-turn-call-id call))))
-    (cond
-     ((eq (lispm-turn-call-state call) 'approval)
-      (if-let* ((approval (lispm-turn-call-approval call)))
-          (concat "waits for approval "
-                  (lispm-present-link 'approval (lispm-approval-id approval)))
-        "waits for approval"))
-     ((eq (lispm-turn-call-state call) 'reply)
-      (concat "waits on request " (lispm-present-link 'request (lispm-turn-call-request call))))
-     ((plist-get outcome :skipped) "skipped")
-     ((and outcome (plist-get outcome :ok)) "done")
-     (outcome (format "failed: %s" (truncate-string-to-width
-                                    (format "%s" (plist-get outcome :error)) 60 nil nil "...")))
-     ((plist-get call :started) "running")
-     (t "not started"))))
-
 (defun lispm-inspect--insert-waiting (agent)
   "Insert the part on what of AGENT waits: approvals, its turn's tool use."
-  (let ((approvals (lispm-approvals-for-agent agent))
-        (turn (and (lispm-inspect--own-p agent) (lispm-own-agent-turn agent))))
-    (lispm-inspect--heading 1 'waiting (format "Waiting (%d approval%s)" (length approvals)
+  (let ((approvals (lispm-approvals-for-agent agent)))
+    (lispm-inspect-heading 1 'waiting (format "Waiting (%d approval%s)" (length approvals)
                                                (if (= (length approvals) 1) "" "s")))
     (if (null approvals)
-        (lispm-inspect--note "No approval waits.")
+        (lispm-inspect-note "No approval waits.")
       (dolist (approval approvals)
-        (lispm-inspect--insert-item
+        (lispm-inspect-insert-item
          (list 'approval (lispm-approval-id approval))
          "- " (lispm-present-link 'approval (lispm-approval-id approval)) " "
          (symbol-name (lispm-approval-kind approval)) ": "
          (lispm-approvals-summary approval)
-         "  " (lispm-inspect--time (lispm-approval-time approval)))))
-    (when (and turn (lispm-turn-live-p turn))
-      (lispm-inspect--heading 2 'turn-calls
-                              (format "Calls of turn %d, %s" (lispm-turn-number turn)
-                                      (lispm-turn-state turn)))
-      (let ((calls (lispm-turn-calls turn)))
-        (if (null calls)
-            (lispm-inspect--note "None yet.")
-          (dolist (call calls)
-            (lispm-inspect--insert-item
-             (list 'call (lispm-turn-call-id call) (lispm-turn-number turn))
-             "- " (lispm-inspect--call-link agent turn call) ": "
-             (lispm-inspect--call-state turn call))
-            (when-let* ((approval (lispm-turn-call-approval call)))
-              (put-text-property (line-beginning-position 0) (point)
-                                 'lispm-inspect-approval (lispm-approval-id approval)))))))))
+         "  " (lispm-inspect-time (lispm-approval-time approval)))))
+    (lispm-inspect-insert agent 'waiting)))
 
 ;;; The ledger
 
@@ -379,7 +327,7 @@ sidecar tells of no change of the ledger itself."
   (list (lispm-actor-state agent) (lispm-actor-activity agent)
         (and (lispm-agent-p agent) (lispm-agent-queued agent))
         (mapcar #'lispm-approval-id (lispm-approvals-for-agent agent))
-        (and (lispm-inspect--own-p agent) (lispm-agent-waiting-requests agent))))
+        (lispm-inspect-waiting-requests agent)))
 
 (defun lispm-inspect--ask-ledger (buffer)
   "Ask the sidecar's ledger of BUFFER's agent; redraw BUFFER with the answer.
@@ -418,9 +366,9 @@ Asynchronous: this returns at once."
 (defun lispm-inspect--entry-line (entry)
   "Insert the line of the ledger ENTRY, a message, request or reply."
   (let ((request (plist-get entry :request_id)))
-    (lispm-inspect--insert-item
+    (lispm-inspect-insert-item
      (list 'message (plist-get entry :id) request)
-     "- " (lispm-inspect--time (plist-get entry :time)) " "
+     "- " (lispm-inspect-time (plist-get entry :time)) " "
      (or (plist-get entry :kind) "message") " from "
      (if-let* ((sender (plist-get entry :sender))) (lispm-inspect--agent-link sender) "?")
      " to "
@@ -436,7 +384,7 @@ Asynchronous: this returns at once."
   "Insert the line of REQUEST, an id, and its entry among OTHERS, if there."
   (let ((entry (cl-find request others :key (lambda (e) (plist-get e :request_id))
                         :test #'equal)))
-    (lispm-inspect--insert-item
+    (lispm-inspect-insert-item
      (list 'request request)
      "- " (lispm-present-link 'request request)
      (if entry
@@ -456,14 +404,14 @@ Asynchronous: this returns at once."
 (defun lispm-inspect--ledger-status ()
   "Insert the line saying how the ledger's part stands, if it is not plain."
   (cond ((not (lispm-sidecar-live-p))
-         (lispm-inspect--note "The sidecar is not running: the ledger cannot be asked."))
+         (lispm-inspect-note "The sidecar is not running: the ledger cannot be asked."))
         ((and (plist-get lispm-inspect--ledger :loading)
               (not (plist-member lispm-inspect--ledger :entries)))
-         (lispm-inspect--note "Loading: asking the ledger..."))
+         (lispm-inspect-note "Loading: asking the ledger..."))
         ((plist-get lispm-inspect--ledger :loading)
-         (lispm-inspect--note "Asking the ledger again..."))
+         (lispm-inspect-note "Asking the ledger again..."))
         ((plist-get lispm-inspect--ledger :error)
-         (lispm-inspect--note (format "The ledger did not answer: %s"
+         (lispm-inspect-note (format "The ledger did not answer: %s"
                                       (plist-get lispm-inspect--ledger :error))))))
 
 (defun lispm-inspect--insert-inbox (agent)
@@ -476,7 +424,7 @@ Asynchronous: this returns at once."
                     (lambda (e) (and (equal (plist-get e :kind) "request")
                                      (equal (plist-get e :request_state) "open")))))
          (waits-on (delete-dups
-                    (append (and (lispm-inspect--own-p agent) (lispm-agent-waiting-requests agent))
+                    (append (lispm-inspect-waiting-requests agent)
                             (mapcar (lambda (e) (plist-get e :request_id))
                                     (cl-remove-if-not
                                      (lambda (e) (equal (plist-get e :sender) name)) requests)))))
@@ -485,7 +433,7 @@ Asynchronous: this returns at once."
                                        (lambda (e) (equal (plist-get e :recipient) name))
                                        requests))))
          (queued (cl-count "queued" to-it :key (lambda (e) (plist-get e :state)) :test #'equal)))
-    (lispm-inspect--heading 1 'inbox (format "Inbox (%d queued)"
+    (lispm-inspect-heading 1 'inbox (format "Inbox (%d queued)"
                                              (if (lispm-agent-p agent)
                                                  (max queued (lispm-agent-queued agent))
                                                queued)))
@@ -493,105 +441,35 @@ Asynchronous: this returns at once."
     (if to-it
         (mapc #'lispm-inspect--entry-line to-it)
       (when (plist-member lispm-inspect--ledger :entries)
-        (lispm-inspect--note "No message to it in the ledger's newest entries.")))
-    (when (lispm-inspect--own-p agent)
-      (dolist (text (lispm-own-agent-pending agent))
-        (lispm-inspect--insert-item
-         (list 'pending text) "- waits for the turn's end: "
-         (truncate-string-to-width (replace-regexp-in-string "[ \t\n\r]+" " " text)
-                                   80 nil nil "..."))))
-    (lispm-inspect--heading 2 'waits-on "Requests it waits on")
+        (lispm-inspect-note "No message to it in the ledger's newest entries.")))
+    (lispm-inspect-insert agent 'inbox)
+    (lispm-inspect-heading 2 'waits-on "Requests it waits on")
     (if waits-on
         (dolist (request waits-on) (lispm-inspect--request-line request requests))
-      (lispm-inspect--note "None."))
-    (lispm-inspect--heading 2 'waited "Requests that wait on it")
+      (lispm-inspect-note "None."))
+    (lispm-inspect-heading 2 'waited "Requests that wait on it")
     (if waited
         (dolist (request waited) (lispm-inspect--request-line request requests))
-      (lispm-inspect--note "None."))))
+      (lispm-inspect-note "None."))))
 
 ;;; Calls
-
-(defun lispm-inspect--turn-calls (agent)
-  "Return own AGENT's tool use in this Emacs, newest first: (TIME TURN CALL)."
-  (cl-loop for (_number . turn) in (lispm-own-agent-turns agent)
-           nconc (cl-loop for (time what detail) in (lispm-turn-trace turn)
-                          when (eq what 'call) collect (list time turn detail))
-           into calls
-           finally return (sort calls (lambda (a b) (> (car a) (car b))))))
 
 (defun lispm-inspect--insert-calls (agent)
   "Insert the part on AGENT's recent tool use."
   (let ((decisions (lispm-inspect--entries
                     (lambda (e) (equal (plist-get e :kind) "decision")))))
-    (lispm-inspect--heading 1 'calls "Recent tool calls")
-    (when (lispm-inspect--own-p agent)
-      (lispm-inspect--heading 2 'own-calls "Its turns' calls in this Emacs")
-      (if-let* ((calls (lispm-inspect--turn-calls agent)))
-          (pcase-dolist (`(,time ,turn ,call) (seq-take calls lispm-inspect-calls-limit))
-            (lispm-inspect--insert-item
-             (list 'call (lispm-turn-call-id call) (lispm-turn-number turn))
-             "- " (lispm-inspect--time time) " " (lispm-inspect--call-link agent turn call)
-             (format " (turn %d): " (lispm-turn-number turn))
-             (lispm-inspect--call-state turn call)))
-        (lispm-inspect--note "None.")))
-    (lispm-inspect--heading 2 'audit "The audit: what was decided of them")
+    (lispm-inspect-heading 1 'calls "Recent tool calls")
+    (lispm-inspect-insert agent 'calls)
+    (lispm-inspect-heading 2 'audit "The audit: what was decided of them")
     (lispm-inspect--ledger-status)
     (if decisions
         (dolist (entry (seq-take decisions lispm-inspect-calls-limit))
-          (lispm-inspect--insert-item
+          (lispm-inspect-insert-item
            (list 'decision (plist-get entry :id))
-           "- " (lispm-inspect--time (plist-get entry :time)) " "
+           "- " (lispm-inspect-time (plist-get entry :time)) " "
            (or (plist-get entry :tool_kind) "?") ", " (or (plist-get entry :text) "")))
       (when (plist-member lispm-inspect--ledger :entries)
-        (lispm-inspect--note "None in the ledger's newest entries.")))))
-
-;;; The own agent's session
-
-(defun lispm-inspect--insert-session (agent)
-  "Insert the part on own AGENT's session, model, each turn, and token use."
-  (let* ((buffer (lispm-own-agent-buffer agent))
-         (file (and (buffer-live-p buffer) (buffer-local-value 'lispm-session-file buffer)))
-         (session (lispm-inspect--session-id agent))
-         (model (lispm-own-agent-model agent))
-         (turns (lispm-own-agent-turns agent))
-         (window (and model (lispm-model-window model)))
-         (last-usage (and turns (lispm-turn-usage (cdr (car turns)))))
-         (output (apply #'+ (mapcar (lambda (entry)
-                                      (or (plist-get (lispm-turn-usage (cdr entry))
-                                                     :output_tokens)
-                                          0))
-                                    turns))))
-    (lispm-inspect--heading 1 'session "Session")
-    (when file
-      (lispm-inspect--insert-item (list 'file file) "- File: "
-                                  (lispm-present-link 'file file (abbreviate-file-name file))))
-    (lispm-inspect--line "- Id: " (or session "?"))
-    (lispm-inspect--line "- Model: " (or model "?"))
-    (lispm-inspect--line
-     (format "- Tokens: %s input in its last request%s, %d output in this Emacs's turns"
-             (or (plist-get last-usage :input_tokens) "no")
-             (if (and window (plist-get last-usage :input_tokens))
-                 (format " (%d%% of its window of %d)"
-                         (/ (* 100 (plist-get last-usage :input_tokens)) window) window)
-               "")
-             output))
-    (lispm-inspect--heading 2 'turns (format "Turns of this Emacs (%d)" (length turns)))
-    (if (null turns)
-        (lispm-inspect--note "None yet.")
-      (pcase-dolist (`(,number . ,turn) turns)
-        (let ((usage (lispm-turn-usage turn)))
-          (lispm-inspect--insert-item
-           (list 'turn number)
-           "- " (if session
-                    (lispm-present-link 'turn (format "%s/%d" session number)
-                                        (format "Turn %d" number))
-                  (format "Turn %d" number))
-           ": " (symbol-name (lispm-turn-state turn))
-           (if usage
-               (format ", %s input, %s output tokens"
-                       (or (plist-get usage :input_tokens) "?")
-                       (or (plist-get usage :output_tokens) "?"))
-             "")))))))
+        (lispm-inspect-note "None in the ledger's newest entries.")))))
 
 ;;; Drawing
 
@@ -658,8 +536,7 @@ Asynchronous: this returns at once."
   (lispm-inspect--insert-waiting agent)
   (lispm-inspect--insert-inbox agent)
   (lispm-inspect--insert-calls agent)
-  (when (lispm-inspect--own-p agent)
-    (lispm-inspect--insert-session agent)))
+  (lispm-inspect-insert agent 'sections))
 
 (defun lispm-inspect-redraw (&optional buffer)
   "Draw the inspector BUFFER (default: the current one) afresh.
@@ -716,7 +593,7 @@ Otherwise mark it stale: it is redrawn when shown again."
                       (eq (buffer-local-value 'major-mode buffer) 'lispm-inspect-mode))
                     (buffer-list)))
 
-(defun lispm-inspect--changed (&rest _)
+(defun lispm-inspect-changed (&rest _)
   "Redraw every inspector soon: something of the agents changed."
   (mapc #'lispm-inspect--schedule (lispm-inspect--buffers)))
 
@@ -727,10 +604,27 @@ Otherwise mark it stale: it is redrawn when shown again."
                (buffer-local-value 'lispm-inspect--stale buffer))
       (lispm-inspect--schedule buffer))))
 
-(add-hook 'lispm-agents-changed-hook #'lispm-inspect--changed)
-(add-hook 'lispm-approvals-changed-hook #'lispm-inspect--changed)
-;; An own agent's turn may end with its activity as it was.
-(add-hook 'lispm-agent-turn-end-functions #'lispm-inspect--changed)
+(add-hook 'lispm-agents-changed-hook #'lispm-inspect-changed)
+(add-hook 'lispm-approvals-changed-hook #'lispm-inspect-changed)
+
+;;; Inspecting an agent from its presentation
+
+(cl-defmethod lispm-present-inspect ((_type (eql 'agent)) id)
+  "Inspect the agent named ID."
+  (lispm-inspect (lispm-agents-presented id)))
+
+(cl-defmethod lispm-present-follow :around ((_type (eql 'agent)) id &optional arg)
+  "With ARG, inspect the agent named ID instead of showing its buffer."
+  (if arg
+      (lispm-inspect (lispm-agents-presented id))
+    (cl-call-next-method)))
+
+(cl-defmethod lispm-present-type-actions :around ((_type (eql 'agent)) id)
+  "Offer inspecting the agent named ID, next to showing it."
+  (let ((actions (cl-call-next-method)))
+    (append (list (car actions)
+                  (cons "Inspect" (lambda () (lispm-inspect (lispm-agents-presented id)))))
+            (cdr actions))))
 
 ;;; Commands
 
@@ -765,12 +659,8 @@ Otherwise mark it stale: it is redrawn when shown again."
   "Take back what the turn at point changed (the turn of a call, on a call)."
   (interactive nil lispm-inspect-mode)
   (let ((item (lispm-inspect--item-or-error 'turn 'call)))
-    (unless (lispm-inspect--own-p lispm-inspect--agent)
-      (user-error "Only turns of LispM's own agents can be reverted"))
-    (let ((number (if (eq (car item) 'turn) (cadr item) (nth 2 item))))
-      (when (yes-or-no-p (format "Revert turn %d of %s? " number
-                                 (lispm-actor-name lispm-inspect--agent)))
-        (lispm-agent-revert-turn lispm-inspect--agent number)))))
+    (lispm-inspect-revert lispm-inspect--agent
+                          (if (eq (car item) 'turn) (cadr item) (nth 2 item)))))
 
 (defun lispm-inspect-withdraw ()
   "Take back the message at point, still queued: its sender is told.

@@ -26,6 +26,7 @@
 
 (require 'tabulated-list)
 (require 'lispm-sidecar)
+(require 'lispm-agents)
 (require 'lispm-present)
 
 (defconst lispm-ledger-buffer-name "*LispM ledger*"
@@ -179,6 +180,16 @@ With a prefix argument, ask for the AGENT whose messages to show."
       (lispm-ledger--fetch)
       (tabulated-list-print t))
     (pop-to-buffer-same-window buffer)))
+
+;;; Presentations of requests
+
+(cl-defmethod lispm-present-follow ((_type (eql 'request)) id &optional _arg)
+  "Show the request ID in the ledger."
+  (lispm-ledger-show-request id))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'request)) id)
+  "Return the action on the request ID: show it in the ledger."
+  (list (lispm-present-follow-action "Show the request in the ledger" 'request id)))
 
 (provide 'lispm-ledger)
 ;;; lispm-ledger.el ends here

@@ -48,6 +48,10 @@
 ;; until the answer (lispm-turn.el).  `lispm-messages-requests' asks
 ;; the ledger about requests, for an agent whose calls waited in an
 ;; earlier Emacs.
+;;
+;; Whom to message: `emacs/list-agents' answers the sidecar with the
+;; live agents and the roles a helper can be started from, and the
+;; tool `list_agents' gives an actor the same.
 
 ;;; Code:
 
@@ -55,6 +59,7 @@
 (require 'lispm-base)
 (require 'lispm-sidecar)
 (require 'lispm-agents)
+(require 'lispm-roles)
 (require 'lispm-tools)
 
 (lispm-define-error 'lispm-message-failed "A message could not be sent"
@@ -314,6 +319,39 @@ asked of another agent, or empty text."
   (lispm-messages--request
    'lispm/reply (lispm-messages--identity actor :request_id request-id :text text)
    callback #'lispm-messages--text))
+
+;;; Who can be messaged, and the roles a helper can have
+
+(defun lispm-messages-list-agents (&optional asker)
+  "Return the live agents and the roles, as `emacs/list-agents' answers.
+A plist (:agents AGENTS :roles ROLES), vectors for JSON: each agent as
+`lispm-agent-describe' gives it, each role (:name :description), the
+roles a helper can be started from: those `lispm-roles-list' gives for
+ASKER's folder, or for no folder without an ASKER."
+  (list :agents (vconcat (mapcar #'lispm-agent-describe (lispm-agents)))
+        :roles (vconcat (mapcar (lambda (role)
+                                  (list :name (symbol-name (lispm-role-name role))
+                                        :description (lispm-role-description role)))
+                                (lispm-roles-list (and asker (lispm-actor-folder asker)))))))
+
+(cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/list-agents)) params)
+  "Return every live actor and the roles a helper can be started from.
+Each actor with its name, kind, role, folder, state and activity;
+each role with its name and description.  If PARAMS name a live agent
+\(`:name', `:instance'), the roles its folder sees."
+  (lispm-messages-list-agents (and (plist-get params :name) (lispm-agent-from-params params))))
+
+(lispm-define-tool list-agents (actor)
+  "List the live agents, and the roles a helper can be started from.
+Returns JSON: {\"you\": your name, \"agents\": [{name, kind, role, folder,
+state, activity}], \"roles\": [{name, description}]}.  Message an agent
+with send_message or ask_agent; ask_agent with a role instead of an
+agent starts a helper of that role in your folder, which does the job,
+replies and retires."
+  :kind 'message
+  (json-serialize (append (list :you (lispm-actor-name actor))
+                          (lispm-messages-list-agents actor))
+                  :null-object nil))
 
 ;;; Tools
 

@@ -58,8 +58,10 @@
 (require 'lispm-turn)
 (require 'lispm-condition)
 (require 'lispm-run-lisp)
-;; Helpers of roles are own agents; a sidecar asks for one at any time.
-(require 'lispm-helpers)
+(require 'lispm-edit)
+(require 'lispm-approvals)
+(require 'lispm-present)
+(require 'lispm-inspect)
 
 (declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
 
@@ -603,25 +605,16 @@ session is not resumed: it never acts outside its caller's bounds"
   "Return the approval AGENT waits for at point, or nil.
 Point is in a tool call's entry, or in its TODO item."
   (when-let* ((turn (lispm-own-agent-turn agent))
-              (id (org-entry-get nil "LISPM_CALL_ID" t))
-              (call (cl-find id (lispm-turn-calls turn) :key #'lispm-turn-call-id :test #'equal))
-              (approval (lispm-turn-call-approval call)))
-    (and (lispm-approvals-get (lispm-approval-id approval)) approval)))
-
-(defun lispm-agent--decide (approval deny)
-  "Allow APPROVAL, or DENY it with a reason read from the user."
-  (if deny
-      (lispm-approvals-deny approval (read-string "Reason for the agent: "))
-    (lispm-approvals-allow approval)))
+              (id (org-entry-get nil "LISPM_CALL_ID" t)))
+    (lispm-own-agent--call-approval turn id)))
 
 (defun lispm-agent--todo-changed ()
   "Decide the approval whose TODO item the user just marked DONE or CANCELLED."
   (defvar org-state)
   (when-let* ((agent (lispm-agent-of-session))
               (approval (lispm-agent--approval-at-point agent)))
-    (pcase org-state
-      ("DONE" (lispm-agent--decide approval nil))
-      ("CANCELLED" (lispm-agent--decide approval t)))))
+    (when (member org-state '("DONE" "CANCELLED"))
+      (lispm-approvals-decide approval (equal org-state "CANCELLED")))))
 
 (defun lispm-agent-send-input (&optional deny)
   "Send what was typed at the end of the buffer to the agent.
@@ -632,7 +625,7 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
   (let* ((agent (lispm-agent--current))
          (approval (lispm-agent--approval-at-point agent)))
     (cond
-     (approval (lispm-agent--decide approval deny))
+     (approval (lispm-approvals-decide approval deny))
      ((< (point) (lispm-session-input-start (current-buffer)))
       (call-interactively #'org-ctrl-c-ctrl-c))
      (t
@@ -799,6 +792,427 @@ the file, archived, and in git."
                                 (unless error-text
                                   (message "LispM: %s's older turns are summarised"
                                            (lispm-actor-name agent))))))
+
+;;; Presentations of turns and calls, and of the own agent
+
+;; A turn is [[lispm:turn:SESSION/TURN]], a call
+;; [[lispm:call:SESSION/TURN/CALL-ID]]: found again in the session's
+;; live buffer, or in its file, opened read-only.
+
+(defun lispm-own-agent--split-ref (id count)
+  "Split ID at its first COUNT-1 slashes into COUNT parts; a turn's a number.
+Signal a `user-error' if ID has fewer parts or its turn is no number."
+  (let* ((parts (split-string id "/"))
+         (parts (if (> (length parts) count)
+                    (append (seq-take parts (1- count))
+                            (list (string-join (seq-drop parts (1- count)) "/")))
+                  parts)))
+    (unless (and (= (length parts) count)
+                 (string-match-p "\\`[0-9]+\\'" (nth 1 parts)))
+      (user-error "Not a %s reference: %s" (if (= count 2) "turn" "call") id))
+    (setf (nth 1 parts) (string-to-number (nth 1 parts)))
+    parts))
+
+(defun lispm-own-agent--of-session-id (session)
+  "Return the live own agent whose session is SESSION, or nil."
+  (seq-find (lambda (agent)
+              (and (lispm-own-agent-p agent)
+                   (buffer-live-p (lispm-own-agent-buffer agent))
+                   (equal (buffer-local-value 'lispm-session-id
+                                              (lispm-own-agent-buffer agent))
+                          session)))
+            (lispm-agents)))
+
+(defun lispm-own-agent--in-session (session function)
+  "Call FUNCTION in a buffer of the session SESSION, at its start.
+Return its value.  The buffer is the live one, or else the session's
+file, opened read-only, and closed again if FUNCTION signals.  Signal
+a `user-error' if there is no such session."
+  (let* ((live (seq-find (lambda (buffer)
+                           (equal (buffer-local-value 'lispm-session-id buffer) session))
+                         (buffer-list)))
+         (file (unless live
+                 (plist-get (or (seq-find (lambda (entry)
+                                            (equal (plist-get entry :id) session))
+                                          (lispm-sessions-list))
+                                (user-error "No session %s: its file is gone" session))
+                            :file)))
+         (opened (and file (not (get-file-buffer file))))
+         (buffer (or live (lispm-session-open file)))
+         (done nil))
+    (unwind-protect
+        (with-current-buffer buffer
+          (when opened (setq buffer-read-only t))
+          (prog1 (save-restriction
+                   (widen)
+                   (save-excursion
+                     (goto-char (point-min))
+                     (let ((case-fold-search nil))
+                       (funcall function))))
+            (setq done t)))
+      (when (and opened (not done))
+        (kill-buffer buffer)))))
+
+(defun lispm-own-agent--property-line (name value)
+  "Return a regexp of the property line NAME: VALUE of a drawer."
+  (format "^[ \t]*:%s:[ \t]+%s[ \t]*$" name
+          (regexp-opt (list value (prin1-to-string value)))))
+
+(defun lispm-own-agent--search-property (name value bound)
+  "Move past the next property line NAME: VALUE of a drawer, before BOUND.
+A line alike elsewhere (in a program or a result) is passed over.
+Return nil, point unmoved, if there is none."
+  (let ((regexp (lispm-own-agent--property-line name value))
+        (start (point))
+        (found nil))
+    (while (and (not found) (re-search-forward regexp bound t))
+      (setq found (save-excursion (goto-char (match-beginning 0)) (org-at-property-p))))
+    (unless found (goto-char start))
+    found))
+
+(defun lispm-own-agent--find-turn (session number)
+  "Move to turn NUMBER's heading in SESSION's buffer, which is current.
+Return where its subtree ends; signal a `user-error' if there is no
+such turn."
+  (unless (lispm-own-agent--search-property "LISPM_TURN" (number-to-string number) nil)
+    (user-error "Session %s has no turn %d" session number))
+  (org-back-to-heading t)
+  (save-excursion (org-end-of-subtree t t)))
+
+(defun lispm-own-agent--turn-position (session number)
+  "Return (BUFFER . POSITION) of turn NUMBER's heading in SESSION.
+Signal a `user-error' if the session has no such turn."
+  (lispm-own-agent--in-session
+   session (lambda ()
+             (lispm-own-agent--find-turn session number)
+             (cons (current-buffer) (point)))))
+
+(defun lispm-own-agent--call-position (session number call)
+  "Return (BUFFER . POSITION) of CALL's heading in turn NUMBER of SESSION.
+Signal a `user-error' if the turn has no such call."
+  (lispm-own-agent--in-session
+   session (lambda ()
+             (let ((end (lispm-own-agent--find-turn session number)))
+               (unless (lispm-own-agent--search-property "LISPM_CALL_ID" call end)
+                 (user-error "Turn %d of session %s has no call %s" number session call))
+               (org-back-to-heading t)
+               (cons (current-buffer) (point))))))
+
+(defun lispm-own-agent--live-turn (session number)
+  "Return turn NUMBER of SESSION if it ran in this Emacs, else nil."
+  (when-let* ((agent (lispm-own-agent--of-session-id session)))
+    (cdr (assq number (lispm-own-agent-turns agent)))))
+
+(defun lispm-own-agent--call-changes (session number call)
+  "Return what CALL of turn NUMBER of SESSION changed, if this Emacs knows."
+  (when-let* ((turn (lispm-own-agent--live-turn session number)))
+    (plist-get (cdr (assoc call (lispm-turn-outcomes turn))) :changes)))
+
+(defun lispm-own-agent--change-diff (change)
+  "Return the unified diff of CHANGE, a `lispm-change', for the user."
+  (let* ((file (lispm-change-file change))
+         (label (if file (file-name-nondirectory file)
+                  (buffer-name (lispm-change-buffer change))))
+         (text (lambda (value)
+                 (cond ((null value) "")
+                       ((multibyte-string-p value) value)
+                       (t (decode-coding-string value 'utf-8))))))
+    (if (not (lispm-change-kept change))
+        (format "%s: changed; its old text was too big to keep\n" label)
+      (lispm-edit-diff (funcall text (lispm-change-before change))
+                       (funcall text (lispm-change-after change))
+                       label))))
+
+(defun lispm-own-agent--show-diff (call edits)
+  "Show in a buffer of its own the diff of EDITS, made by the call CALL."
+  (let ((buffer (get-buffer-create (format "*LispM call %s*" call))))
+    (with-current-buffer buffer
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (mapconcat #'lispm-own-agent--change-diff (reverse edits) ""))
+        (goto-char (point-min))
+        (diff-mode)
+        (lispm-agent-text-setup)
+        (setq buffer-read-only t)))
+    (display-buffer buffer)
+    buffer))
+
+(defun lispm-own-agent--call-approval (turn id)
+  "Return the approval TURN's call ID waits for, while it waits; else nil."
+  (when-let* ((call (cl-find id (lispm-turn-calls turn)
+                             :key #'lispm-turn-call-id :test #'equal))
+              (approval (lispm-turn-call-approval call)))
+    (and (lispm-approvals-get (lispm-approval-id approval)) approval)))
+
+(defun lispm-own-agent--session-call-approval (session number call)
+  "Return the pending approval CALL of turn NUMBER of SESSION waits for, or nil."
+  (when-let* ((turn (lispm-own-agent--live-turn session number)))
+    (lispm-own-agent--call-approval turn call)))
+
+(cl-defmethod lispm-present-follow ((_type (eql 'turn)) id &optional _arg)
+  "Show the turn ID, SESSION/TURN, at its heading in its session."
+  (pcase-let* ((`(,session ,number) (lispm-own-agent--split-ref id 2))
+               (`(,buffer . ,position) (lispm-own-agent--turn-position session number)))
+    (lispm-present-show buffer position)))
+
+(cl-defmethod lispm-present-follow ((_type (eql 'call)) id &optional _arg)
+  "Show the call ID, SESSION/TURN/CALL-ID, at its heading in its session.
+If it changed files in this Emacs, show their diff too."
+  (pcase-let* ((`(,session ,number ,call) (lispm-own-agent--split-ref id 3))
+               (`(,buffer . ,position) (lispm-own-agent--call-position session number call))
+               (changes (lispm-own-agent--call-changes session number call)))
+    (lispm-present-show buffer position)
+    (when changes
+      (lispm-own-agent--show-diff call changes))))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'turn)) id)
+  "Return the actions on the turn ID: show or revert it."
+  (list (lispm-present-follow-action "Show the turn" 'turn id)
+        (cons "Revert this turn"
+              (lambda ()
+                (pcase-let ((`(,session ,number) (lispm-own-agent--split-ref id 2)))
+                  (lispm-agent-revert-turn
+                   (or (lispm-own-agent--of-session-id session)
+                       (user-error "No agent has session %s open" session))
+                   number))))))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'call)) id)
+  "Return the action on the call ID: show it."
+  (list (lispm-present-follow-action "Show the call" 'call id)))
+
+(defun lispm-own-agent--read-message (name)
+  "Read a message for the agent NAME."
+  (let ((text (read-string (format "Message to %s: " name))))
+    (when (string-empty-p (string-trim text))
+      (user-error "Nothing to send"))
+    text))
+
+(cl-defmethod lispm-actor-actions ((agent lispm-own-agent))
+  "Return the action of messaging AGENT."
+  (let ((name (lispm-actor-name agent)))
+    (list (cons "Message it"
+                (lambda ()
+                  (let ((agent (lispm-agents-presented name)))
+                    (lispm-agent-send agent (lispm-own-agent--read-message name))))))))
+
+;;; Presentations in the session's buffer, at display time
+
+(defun lispm-own-agent--session-ref (&optional call)
+  "Return the reference of the turn at point in a session, or of its CALL.
+That is SESSION/TURN, or SESSION/TURN/CALL-ID if CALL is non-nil and
+point is in a call; nil if point is in no turn."
+  (when-let* ((session lispm-session-id)
+              (turn (org-entry-get nil "LISPM_TURN" t)))
+    (if call
+        (when-let* ((id (org-entry-get nil "LISPM_CALL_ID" t)))
+          (format "%s/%s/%s" session turn id))
+      (format "%s/%s" session turn))))
+
+(defun lispm-own-agent--fontify-request ()
+  "Return the properties of the request id just matched."
+  (lispm-present-properties 'request (match-string-no-properties 1)))
+
+(defun lispm-own-agent--fontify-sender ()
+  "Return the properties of the sender just matched, if it is a live agent."
+  (let ((name (match-string-no-properties 2)))
+    (and (lispm-agent-get name) (lispm-present-properties 'agent name))))
+
+(defun lispm-own-agent--fontify-stop ()
+  "Return the properties of the \"Stopped at\" note just matched: its turn."
+  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
+                                   (lispm-own-agent--session-ref))))
+    (lispm-present-properties 'turn ref)))
+
+(defun lispm-own-agent--fontify-approval ()
+  "Return the properties of the approval heading just matched, if it waits."
+  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
+                                   (lispm-own-agent--session-ref t)))
+              (parts (ignore-errors (lispm-own-agent--split-ref ref 3)))
+              (approval (apply #'lispm-own-agent--session-call-approval parts)))
+    (lispm-present-properties 'approval (lispm-approval-id approval))))
+
+(defun lispm-own-agent--fontify-heading (type)
+  "Return the properties of the turn or call heading just matched, of TYPE."
+  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
+                                   (lispm-own-agent--session-ref (eq type 'call)))))
+    (lispm-present-properties type ref)))
+
+(defconst lispm-own-agent--session-keywords
+  '(("^\\* \\(Turn [0-9]+\\)" (1 (lispm-own-agent--fontify-heading 'turn) prepend))
+    ("^\\*\\*\\* \\(Call [^\n]+\\)$" (1 (lispm-own-agent--fontify-heading 'call) prepend))
+    ("\\[Request \\(R[0-9]+\\) from \\([^]\n]+\\)\\]"
+     (1 (lispm-own-agent--fontify-request) prepend)
+     (2 (lispm-own-agent--fontify-sender) prepend))
+    ("^: \\(Stopped at [^:\n]+\\)" (1 (lispm-own-agent--fontify-stop) prepend))
+    ("^\\*\\{4\\} TODO \\(.+\\)$" (1 (lispm-own-agent--fontify-approval) prepend)))
+  "What in a session stands for an object.
+The headings of its turns and calls, its requests, senders, stops and
+approvals.")
+
+(defun lispm-own-agent--present-session ()
+  "Set up the presentations of the session in the current buffer."
+  (font-lock-add-keywords nil lispm-own-agent--session-keywords 'append)
+  (setq-local font-lock-extra-managed-props
+              (seq-union font-lock-extra-managed-props
+                         '(keymap mouse-face follow-link lispm-presentation help-echo))))
+
+(add-hook 'lispm-session-mode-hook #'lispm-own-agent--present-session)
+
+;;; The own agent in the inspector
+
+(defun lispm-own-agent--inspect-session-id (agent)
+  "Return the id of own AGENT's session, or nil."
+  (when-let* ((buffer (lispm-own-agent-buffer agent))
+              ((buffer-live-p buffer)))
+    (buffer-local-value 'lispm-session-id buffer)))
+
+(defun lispm-own-agent--inspect-call-link (agent turn call)
+  "Return a link to CALL, a `lispm-turn-call', of own AGENT's TURN."
+  (let ((label (format "%s %s" (lispm-turn-call-name call) (lispm-turn-call-id call))))
+    (if-let* ((session (lispm-own-agent--inspect-session-id agent)))
+        (lispm-present-link 'call (format "%s/%s/%s" session (lispm-turn-number turn)
+                                          (lispm-turn-call-id call))
+                            label)
+      label)))
+
+(defun lispm-own-agent--inspect-outcome (turn id)
+  "Return the outcome of TURN's call ID, or nil while it has none.
+The turn keeps its current step's outcomes; its trace, every step's."
+  (or (cdr (assoc id (lispm-turn-outcomes turn)))
+      (cl-loop for (_time what detail) in (lispm-turn-trace turn)
+               when (and (eq what 'result) (equal (car detail) id))
+               return (cadr detail))))
+
+(defun lispm-own-agent--inspect-call-state (turn call)
+  "Return how CALL of TURN stands, as text."
+  (let ((outcome (lispm-own-agent--inspect-outcome turn (lispm-turn-call-id call))))
+    (cond
+     ((eq (lispm-turn-call-state call) 'approval)
+      (if-let* ((approval (lispm-turn-call-approval call)))
+          (concat "waits for approval "
+                  (lispm-present-link 'approval (lispm-approval-id approval)))
+        "waits for approval"))
+     ((eq (lispm-turn-call-state call) 'reply)
+      (concat "waits on request " (lispm-present-link 'request (lispm-turn-call-request call))))
+     ((plist-get outcome :skipped) "skipped")
+     ((and outcome (plist-get outcome :ok)) "done")
+     (outcome (format "failed: %s" (truncate-string-to-width
+                                    (format "%s" (plist-get outcome :error)) 60 nil nil "...")))
+     ((eq (lispm-turn-call-state call) 'running) "running")
+     (t "not started"))))
+
+(defun lispm-own-agent--inspect-turn-calls (agent)
+  "Return own AGENT's tool use in this Emacs, newest first: (TIME TURN CALL)."
+  (cl-loop for (_number . turn) in (lispm-own-agent-turns agent)
+           nconc (cl-loop for (time what detail) in (lispm-turn-trace turn)
+                          when (eq what 'call) collect (list time turn detail))
+           into calls
+           finally return (sort calls (lambda (a b) (> (car a) (car b))))))
+
+(defun lispm-own-agent--inspect-session (agent)
+  "Insert the part on own AGENT's session, model, each turn, and token use."
+  (let* ((buffer (lispm-own-agent-buffer agent))
+         (file (and (buffer-live-p buffer) (buffer-local-value 'lispm-session-file buffer)))
+         (session (lispm-own-agent--inspect-session-id agent))
+         (model (lispm-own-agent-model agent))
+         (turns (lispm-own-agent-turns agent))
+         (window (and model (lispm-model-window model)))
+         (last-usage (and turns (lispm-turn-usage (cdr (car turns)))))
+         (output (apply #'+ (mapcar (lambda (entry)
+                                      (or (plist-get (lispm-turn-usage (cdr entry))
+                                                     :output_tokens)
+                                          0))
+                                    turns))))
+    (lispm-inspect-heading 1 'session "Session")
+    (when file
+      (lispm-inspect-insert-item (list 'file file) "- File: "
+                                 (lispm-present-link 'file file (abbreviate-file-name file))))
+    (lispm-inspect-line "- Id: " (or session "?"))
+    (lispm-inspect-line "- Model: " (or model "?"))
+    (lispm-inspect-line
+     (format "- Tokens: %s input in its last request%s, %d output in this Emacs's turns"
+             (or (plist-get last-usage :input_tokens) "no")
+             (if (and window (plist-get last-usage :input_tokens))
+                 (format " (%d%% of its window of %d)"
+                         (/ (* 100 (plist-get last-usage :input_tokens)) window) window)
+               "")
+             output))
+    (lispm-inspect-heading 2 'turns (format "Turns of this Emacs (%d)" (length turns)))
+    (if (null turns)
+        (lispm-inspect-note "None yet.")
+      (pcase-dolist (`(,number . ,turn) turns)
+        (let ((usage (lispm-turn-usage turn)))
+          (lispm-inspect-insert-item
+           (list 'turn number)
+           "- " (if session
+                    (lispm-present-link 'turn (format "%s/%d" session number)
+                                        (format "Turn %d" number))
+                  (format "Turn %d" number))
+           ": " (symbol-name (lispm-turn-state turn))
+           (if usage
+               (format ", %s input, %s output tokens"
+                       (or (plist-get usage :input_tokens) "?")
+                       (or (plist-get usage :output_tokens) "?"))
+             "")))))))
+
+(cl-defmethod lispm-inspect-kind-title ((_agent lispm-own-agent))
+  "Return the title of the own agent's kind."
+  (or (cl-call-next-method) "LispM's own agent"))
+
+(cl-defmethod lispm-inspect-waiting-requests ((agent lispm-own-agent))
+  "Return the ids of the requests AGENT waits on."
+  (lispm-agent-waiting-requests agent))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'waiting)))
+  "Insert each tool call of the turn AGENT has under way."
+  (let ((turn (lispm-own-agent-turn agent)))
+    (when (and turn (lispm-turn-live-p turn))
+      (lispm-inspect-heading 2 'turn-calls
+                             (format "Calls of turn %d, %s" (lispm-turn-number turn)
+                                     (lispm-turn-state turn)))
+      (let ((calls (lispm-turn-calls turn)))
+        (if (null calls)
+            (lispm-inspect-note "None yet.")
+          (dolist (call calls)
+            (lispm-inspect-insert-item
+             (list 'call (lispm-turn-call-id call) (lispm-turn-number turn))
+             "- " (lispm-own-agent--inspect-call-link agent turn call) ": "
+             (lispm-own-agent--inspect-call-state turn call))
+            (when-let* ((approval (lispm-turn-call-approval call)))
+              (put-text-property (line-beginning-position 0) (point)
+                                 'lispm-inspect-approval (lispm-approval-id approval)))))))))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'inbox)))
+  "Insert what was given to AGENT that waits for its turn's end."
+  (dolist (text (lispm-own-agent-pending agent))
+    (lispm-inspect-insert-item
+     (list 'pending text) "- waits for the turn's end: "
+     (truncate-string-to-width (replace-regexp-in-string "[ \t\n\r]+" " " text)
+                               80 nil nil "..."))))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'calls)))
+  "Insert each tool call AGENT made in this Emacs, newest first."
+  (lispm-inspect-heading 2 'own-calls "Its turns' calls in this Emacs")
+  (if-let* ((calls (lispm-own-agent--inspect-turn-calls agent)))
+      (pcase-dolist (`(,time ,turn ,call) (seq-take calls lispm-inspect-calls-limit))
+        (lispm-inspect-insert-item
+         (list 'call (lispm-turn-call-id call) (lispm-turn-number turn))
+         "- " (lispm-inspect-time time) " " (lispm-own-agent--inspect-call-link agent turn call)
+         (format " (turn %d): " (lispm-turn-number turn))
+         (lispm-own-agent--inspect-call-state turn call)))
+    (lispm-inspect-note "None.")))
+
+(cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'sections)))
+  "Insert the part on AGENT's session."
+  (lispm-own-agent--inspect-session agent))
+
+(cl-defmethod lispm-inspect-revert ((agent lispm-own-agent) number)
+  "Revert turn NUMBER of AGENT, once the user agrees."
+  (when (yes-or-no-p (format "Revert turn %d of %s? " number (lispm-actor-name agent)))
+    (lispm-agent-revert-turn agent number)))
+
+;; A turn may end with its agent's activity as it was.
+(add-hook 'lispm-agent-turn-end-functions #'lispm-inspect-changed)
 
 (provide 'lispm-own-agent)
 ;;; lispm-own-agent.el ends here

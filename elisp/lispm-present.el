@@ -25,16 +25,21 @@
 ;; The `lispm' link type works in any Org buffer, the own agent's
 ;; session included.  Elsewhere `lispm-present-text' makes a message's
 ;; links, and the names of live agents, buttons that show their label;
-;; `lispm-present-string' makes one.  In a session buffer, the request
-;; headers of delivered messages ([Request R1 from NAME]), the "Stopped
-;; at" notes and the approvals asked are presentations too, made when
-;; they are displayed (font lock): the document itself is not changed.
+;; `lispm-present-string' makes one.  Text can be made presentations
+;; when it is displayed (font lock, `lispm-present-properties'), the
+;; document itself unchanged: the own agent's session does so with its
+;; turns, calls, requests, stops and approvals.
 ;;
 ;; Following (RET on a button, mouse-1, or Org's C-c C-o) does the
 ;; obvious thing for the type: see `lispm-present-follow'.  mouse-3 and
 ;; M-o (free in Org, which has M-RET, C-c C-o and C-c C-x) offer the
 ;; rest for that type (`lispm-present-actions'): a menu with the mouse,
 ;; `completing-read' from the keyboard, so it works in a terminal.
+;;
+;; This file knows none of LispM's types, as magit-section.el knows no
+;; section type: following, the actions, inspecting, the button type
+;; and the names found in text are generic functions, and each type's
+;; methods live in the file that owns the type.
 
 ;;; Code:
 
@@ -42,48 +47,11 @@
 (require 'cl-lib)
 (require 'ol)
 (require 'subr-x)
-(require 'text-property-search)
 (require 'thingatpt)
-(require 'lispm-agents)
 
-;; Loaded when a presentation needs them: the own agent's files load Org
-;; and the models, the ledger and the approvals what they show.
-(defvar lispm-session-id)
-(defvar lispm-approvals-buffer-name)
-(declare-function org-entry-get "org" (epom property &optional inherit literal-nil))
-(declare-function org-back-to-heading "org" (&optional invisible-ok))
-(declare-function org-at-property-p "org" ())
-(declare-function org-end-of-subtree "org" (&optional invisible-ok to-heading element))
 (declare-function org-fold-show-context "org-fold" (&optional key))
 (declare-function org-fold-show-entry "org-fold" (&optional hide-drawers))
 (declare-function org-fold-show-children "org-fold" (&optional level))
-(declare-function lispm-sessions-list "lispm-session" ())
-(declare-function lispm-session-open "lispm-session" (file))
-(declare-function lispm-own-agent-p "lispm-own-agent" (object))
-(declare-function lispm-own-agent-buffer "lispm-own-agent" (agent))
-(declare-function lispm-own-agent-turns "lispm-own-agent" (agent))
-(declare-function lispm-agent-of-session "lispm-own-agent" (&optional buffer))
-(declare-function lispm-agent-revert-turn "lispm-own-agent" (agent number))
-(declare-function lispm-agent-send "lispm-own-agent" (agent text))
-(declare-function lispm-turn-outcomes "lispm-turn" (turn))
-(declare-function lispm-turn-calls "lispm-turn" (turn))
-(declare-function lispm-turn-call-id "lispm-turn" (call))
-(declare-function lispm-turn-call-approval "lispm-turn" (call))
-(declare-function lispm-change-file "lispm-edit" (change))
-(declare-function lispm-change-buffer "lispm-edit" (change))
-(declare-function lispm-change-before "lispm-edit" (change))
-(declare-function lispm-change-after "lispm-edit" (change))
-(declare-function lispm-change-kept "lispm-edit" (change))
-(declare-function lispm-edit-diff "lispm-edit" (old new label))
-(declare-function lispm-approvals-get "lispm-approvals" (id))
-(declare-function lispm-approvals-show "lispm-approvals" (&optional agent))
-(declare-function lispm-approvals-allow "lispm-approvals" (&optional approval))
-(declare-function lispm-approvals-deny "lispm-approvals" (&optional approval reason))
-(declare-function lispm-approvals-read-reason "lispm-approvals" ())
-(declare-function lispm-approval-id "lispm-approvals" (approval))
-(declare-function lispm-ledger-show-request "lispm-ledger" (request))
-(declare-function lispm-inspect "lispm-inspect")
-
 ;;; Writing
 
 (defconst lispm-present-types '(agent symbol call request approval turn)
@@ -116,12 +84,7 @@ Signal a `user-error' if PATH names no type of `lispm-present-types'."
       (user-error "Not a LispM link: lispm:%s" path))
     (cons type (substring path (1+ colon)))))
 
-;;; The objects, looked up again each time
-
-(defun lispm-present--agent (name)
-  "Return the live agent NAME, or signal a `user-error' that it is gone."
-  (or (lispm-agent-get name)
-      (user-error "No agent %s: it is gone" name)))
+;;; Emacs's own objects
 
 (defun lispm-present--symbol (name)
   "Return the function or variable NAME, or signal a `user-error'."
@@ -130,134 +93,56 @@ Signal a `user-error' if PATH names no type of `lispm-present-types'."
       (user-error "No function or variable %s" name))
     symbol))
 
-(defun lispm-present--split (id count)
-  "Split ID at its first COUNT-1 slashes into COUNT parts; a turn's a number.
-Signal a `user-error' if ID has fewer parts or its turn is no number."
-  (let* ((parts (split-string id "/"))
-         (parts (if (> (length parts) count)
-                    (append (seq-take parts (1- count))
-                            (list (string-join (seq-drop parts (1- count)) "/")))
-                  parts)))
-    (unless (and (= (length parts) count)
-                 (string-match-p "\\`[0-9]+\\'" (nth 1 parts)))
-      (user-error "Not a %s reference: %s" (if (= count 2) "turn" "call") id))
-    (setf (nth 1 parts) (string-to-number (nth 1 parts)))
-    parts))
+;;; Following, and what else can be done: each type's owner says
 
-(defun lispm-present--session-agent (session)
-  "Return the live own agent whose session is SESSION, or nil."
-  (and (featurep 'lispm-own-agent)
-       (seq-find (lambda (agent)
-                   (and (lispm-own-agent-p agent)
-                        (buffer-live-p (lispm-own-agent-buffer agent))
-                        (equal (buffer-local-value 'lispm-session-id
-                                                   (lispm-own-agent-buffer agent))
-                               session)))
-                 (lispm-agents))))
+;; A type's methods live in the file that owns the type: an agent's in
+;; lispm-agents.el, a request's in lispm-ledger.el, an approval's in
+;; lispm-approvals.el, a turn's and a call's in lispm-own-agent.el.
+;; Files, buffers and symbols are Emacs's own, and this file's.
 
-(defun lispm-present--in-session (session function)
-  "Call FUNCTION in a buffer of the session SESSION, at its start.
-Return its value.  The buffer is the live one, or else the session's
-file, opened read-only, and closed again if FUNCTION signals.  Signal
-a `user-error' if there is no such session."
-  (let* ((live (seq-find (lambda (buffer)
-                           (equal (buffer-local-value 'lispm-session-id buffer) session))
-                         (and (boundp 'lispm-session-id) (buffer-list))))
-         (file (unless live
-                 (require 'lispm-session)
-                 (plist-get (or (seq-find (lambda (entry)
-                                            (equal (plist-get entry :id) session))
-                                          (lispm-sessions-list))
-                                (user-error "No session %s: its file is gone" session))
-                            :file)))
-         (opened (and file (not (get-file-buffer file))))
-         (buffer (or live (lispm-session-open file)))
-         (done nil))
-    (unwind-protect
-        (with-current-buffer buffer
-          (when opened (setq buffer-read-only t))
-          (prog1 (save-restriction
-                   (widen)
-                   (save-excursion
-                     (goto-char (point-min))
-                     (let ((case-fold-search nil))
-                       (funcall function))))
-            (setq done t)))
-      (when (and opened (not done))
-        (kill-buffer buffer)))))
+(cl-defgeneric lispm-present-follow (type id &optional arg)
+  "Do the obvious thing with the object of TYPE named ID.
+ARG is the prefix argument, if the type gives it a meaning.  A file
+is visited at its line, a buffer shown, a symbol described; the owner
+of each of LispM's types says what following one of its objects does
+\(an agent's home buffer shown, or with ARG the agent inspected; a
+call shown at its heading in its session, with its diff if it changed
+files in this Emacs; a request shown in the ledger, an approval in the
+approvals buffer, a turn at its heading).  What no longer exists is a
+`user-error' that names it."
+  (:method (type id &optional arg)
+           (if (member type '("file" "buffer"))
+               (lispm-present-follow (intern type) id arg)
+             (user-error "Not a type of LispM's links: %s" type))))
 
-(defun lispm-present--property-line (name value)
-  "Return a regexp of the property line NAME: VALUE of a drawer."
-  (format "^[ \t]*:%s:[ \t]+%s[ \t]*$" name
-          (regexp-opt (list value (prin1-to-string value)))))
+(cl-defgeneric lispm-present-type-actions (type id)
+  "Return what can be done with the object of TYPE named ID.
+A list of (NAME . FUNCTION), FUNCTION of no arguments; the first
+follows it (see `lispm-present-follow-action').  `lispm-present-actions'
+adds copying its link and its text."
+  (:method (type id) (list (lispm-present-follow-action "Follow" type id))))
 
-(defun lispm-present--search-property (name value bound)
-  "Move past the next property line NAME: VALUE of a drawer, before BOUND.
-A line alike elsewhere (in a program or a result) is passed over.
-Return nil, point unmoved, if there is none."
-  (let ((regexp (lispm-present--property-line name value))
-        (start (point))
-        (found nil))
-    (while (and (not found) (re-search-forward regexp bound t))
-      (setq found (save-excursion (goto-char (match-beginning 0)) (org-at-property-p))))
-    (unless found (goto-char start))
-    found))
+(cl-defgeneric lispm-present-inspect (type id)
+  "Inspect the object of TYPE named ID, if an inspector of TYPE is loaded.
+The inspector of agents is lispm-inspect.el."
+  (:method (type _id) (user-error "Nothing of type %s can be inspected here" type)))
 
-(defun lispm-present--find-turn (session number)
-  "Move to turn NUMBER's heading in SESSION's buffer, which is current.
-Return where its subtree ends; signal a `user-error' if there is no
-such turn."
-  (unless (lispm-present--search-property "LISPM_TURN" (number-to-string number) nil)
-    (user-error "Session %s has no turn %d" session number))
-  (org-back-to-heading t)
-  (save-excursion (org-end-of-subtree t t)))
+(cl-defgeneric lispm-present-button-type (type)
+  "Return the button type of a presentation of TYPE in LispM's views.
+It is `lispm-presentation', or a button type whose supertype it is."
+  (:method (_type) 'lispm-presentation))
 
-(defun lispm-present--turn-position (session number)
-  "Return (BUFFER . POSITION) of turn NUMBER's heading in SESSION.
-Signal a `user-error' if the session has no such turn."
-  (lispm-present--in-session
-   session (lambda ()
-             (lispm-present--find-turn session number)
-             (cons (current-buffer) (point)))))
+(cl-defgeneric lispm-present-names (type)
+  "Return the names that stand for objects of TYPE in plain text.
+`lispm-present-text' makes each a button, outside links; by default,
+none."
+  (:method (_type) nil))
 
-(defun lispm-present--call-position (session number call)
-  "Return (BUFFER . POSITION) of CALL's heading in turn NUMBER of SESSION.
-Signal a `user-error' if the turn has no such call."
-  (lispm-present--in-session
-   session (lambda ()
-             (let ((end (lispm-present--find-turn session number)))
-               (unless (lispm-present--search-property "LISPM_CALL_ID" call end)
-                 (user-error "Turn %d of session %s has no call %s" number session call))
-               (org-back-to-heading t)
-               (cons (current-buffer) (point))))))
+(defun lispm-present-follow-action (name type id)
+  "Return the action NAME that follows the object of TYPE named ID."
+  (cons name (lambda () (lispm-present-follow type id))))
 
-(defun lispm-present--live-turn (session number)
-  "Return turn NUMBER of SESSION if it ran in this Emacs, else nil."
-  (when-let* ((agent (lispm-present--session-agent session)))
-    (cdr (assq number (lispm-own-agent-turns agent)))))
-
-(defun lispm-present--call-changes (session number call)
-  "Return what CALL of turn NUMBER of SESSION changed, if this Emacs knows."
-  (when-let* ((turn (lispm-present--live-turn session number)))
-    (plist-get (cdr (assoc call (lispm-turn-outcomes turn))) :changes)))
-
-(defun lispm-present--approval (id)
-  "Return the pending approval ID, or signal a `user-error' that it is decided."
-  (or (and (featurep 'lispm-approvals) (lispm-approvals-get id))
-      (user-error "Approval %s is decided, or was never asked in this Emacs" id)))
-
-(defun lispm-present--call-approval (session number call)
-  "Return the pending approval CALL of turn NUMBER of SESSION waits for, or nil."
-  (when-let* ((turn (lispm-present--live-turn session number))
-              (found (seq-find (lambda (c) (equal (lispm-turn-call-id c) call))
-                               (lispm-turn-calls turn)))
-              (approval (lispm-turn-call-approval found)))
-    (and (featurep 'lispm-approvals) (lispm-approvals-get (lispm-approval-id approval))
-         approval)))
-
-;;; Following
-
-(defun lispm-present--show (buffer position)
+(defun lispm-present-show (buffer position)
   "Show BUFFER with point at POSITION, its heading's entry revealed."
   (pop-to-buffer buffer)
   (widen)
@@ -267,86 +152,37 @@ Signal a `user-error' if the turn has no such call."
     (org-fold-show-entry)
     (org-fold-show-children)))
 
-(defun lispm-present--change-diff (change)
-  "Return the unified diff of CHANGE, a `lispm-change', for the user."
-  (let* ((file (lispm-change-file change))
-         (label (if file (file-name-nondirectory file)
-                  (buffer-name (lispm-change-buffer change))))
-         (text (lambda (value)
-                 (cond ((null value) "")
-                       ((multibyte-string-p value) value)
-                       (t (decode-coding-string value 'utf-8))))))
-    (if (not (lispm-change-kept change))
-        (format "%s: changed; its old text was too big to keep\n" label)
-      (lispm-edit-diff (funcall text (lispm-change-before change))
-                       (funcall text (lispm-change-after change))
-                       label))))
+(cl-defmethod lispm-present-follow ((_type (eql 'file)) id &optional _arg)
+  "Visit the file ID, \"PATH::LINE\" or PATH."
+  (lispm-present-open-link "file" id))
 
-(defun lispm-present--show-diff (call edits)
-  "Show in a buffer of its own the diff of EDITS, made by the call CALL."
-  (let ((buffer (get-buffer-create (format "*LispM call %s*" call))))
-    (with-current-buffer buffer
-      (let ((inhibit-read-only t))
-        (erase-buffer)
-        (insert (mapconcat #'lispm-present--change-diff (reverse edits) ""))
-        (goto-char (point-min))
-        (diff-mode)
-        (lispm-agent-text-setup)
-        (setq buffer-read-only t)))
-    (display-buffer buffer)
-    buffer))
+(cl-defmethod lispm-present-follow ((_type (eql 'buffer)) id &optional _arg)
+  "Show the buffer named ID."
+  (lispm-present-open-link "buffer" id))
 
-(defun lispm-present--show-approval (approval)
-  "Show the approvals buffer at APPROVAL's section."
-  (lispm-approvals-show)
-  (with-current-buffer lispm-approvals-buffer-name
-    (goto-char (point-min))
-    (when-let* ((match (text-property-search-forward 'lispm-approval approval #'eq)))
-      (goto-char (prop-match-beginning match))
-      (when-let* ((window (get-buffer-window (current-buffer))))
-        (set-window-point window (point))
-        (set-window-start window (point))))))
+(cl-defmethod lispm-present-follow ((_type (eql 'symbol)) id &optional _arg)
+  "Describe the function or variable named ID."
+  (let ((symbol (lispm-present--symbol id)))
+    (cond ((and (fboundp symbol) (boundp symbol)) (describe-symbol symbol))
+          ((fboundp symbol) (describe-function symbol))
+          (t (describe-variable symbol)))))
 
-(defun lispm-present-follow (type id &optional arg)
-  "Do the obvious thing with the object of TYPE named ID.
-A file is visited at its line, a buffer shown, an agent's home buffer
-shown (with ARG non-nil, the agent is inspected, if `lispm-inspect'
-exists), a symbol described, a call shown at its heading in its session
-\(with its diff, if it changed files in this Emacs), a request shown in
-the ledger, an approval in the approvals buffer, a turn at its heading.
-What no longer exists is a `user-error' that names it."
-  (pcase type
-    ((or 'file "file") (lispm-present-open-link "file" id))
-    ((or 'buffer "buffer") (lispm-present-open-link "buffer" id))
-    ('agent
-     (let ((agent (lispm-present--agent id)))
-       (if (and arg (fboundp 'lispm-inspect))
-           (lispm-inspect agent)
-         (let ((buffer (lispm-actor-home-buffer agent)))
-           (unless (buffer-live-p buffer)
-             (user-error "%s has no buffer open" id))
-           (pop-to-buffer buffer)))))
-    ('symbol
-     (let ((symbol (lispm-present--symbol id)))
-       (cond ((and (fboundp symbol) (boundp symbol)) (describe-symbol symbol))
-             ((fboundp symbol) (describe-function symbol))
-             (t (describe-variable symbol)))))
-    ('turn
-     (pcase-let* ((`(,session ,number) (lispm-present--split id 2))
-                  (`(,buffer . ,position) (lispm-present--turn-position session number)))
-       (lispm-present--show buffer position)))
-    ('call
-     (pcase-let* ((`(,session ,number ,call) (lispm-present--split id 3))
-                  (`(,buffer . ,position) (lispm-present--call-position session number call))
-                  (changes (lispm-present--call-changes session number call)))
-       (lispm-present--show buffer position)
-       (when changes
-         (lispm-present--show-diff call changes))))
-    ('request
-     (require 'lispm-ledger)
-     (lispm-ledger-show-request id))
-    ('approval (lispm-present--show-approval (lispm-present--approval id)))
-    (_ (user-error "Not a type of LispM's links: %s" type))))
+(cl-defmethod lispm-present-type-actions ((_type (eql 'file)) id)
+  "Return the action on the file ID: visit it."
+  (list (lispm-present-follow-action "Visit the file" 'file id)))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'buffer)) id)
+  "Return the action on the buffer ID: show it."
+  (list (lispm-present-follow-action "Show the buffer" 'buffer id)))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'symbol)) id)
+  "Return the actions on the symbol ID: describe it, find its source."
+  (list (lispm-present-follow-action "Describe" 'symbol id)
+        (cons "Find its source"
+              (lambda ()
+                (let ((symbol (lispm-present--symbol id)))
+                  (if (fboundp symbol) (find-function symbol)
+                    (find-variable symbol)))))))
 
 (defun lispm-present-open-link (type target)
   "Follow a link of TYPE (\"file\" or \"buffer\") to TARGET."
@@ -364,69 +200,17 @@ What no longer exists is a `user-error' that names it."
          (pop-to-buffer target)
        (user-error "No buffer named %s" target)))))
 
-;;; What else can be done with one
-
-(defun lispm-present--read-message (name)
-  "Read a message for the agent NAME."
-  (let ((text (read-string (format "Message to %s: " name))))
-    (when (string-empty-p (string-trim text))
-      (user-error "Nothing to send"))
-    text))
+;;; The menu
 
 (defun lispm-present-actions (type id &optional label)
   "Return what can be done with the object of TYPE named ID, shown as LABEL.
-A list of (NAME . FUNCTION), FUNCTION of no arguments; the first is
-following it (`lispm-present-follow').  Then, by type: for an agent,
-inspecting it (when `lispm-inspect' exists), messaging it (an own
-agent) and closing it; for a symbol, finding its source; for a turn,
-reverting it; for an approval, allowing or denying it.  Last, copying
-the link and copying the text."
+A list of (NAME . FUNCTION), FUNCTION of no arguments: those of its
+type (`lispm-present-type-actions'), the first following it, then
+copying the link and copying the text."
   (let ((link (lispm-present-link type id label))
         (text (or label id)))
     (append
-     (list (cons (pcase type
-                   ('file "Visit the file") ('buffer "Show the buffer")
-                   ('agent "Show the agent's buffer") ('symbol "Describe")
-                   ('call "Show the call") ('request "Show the request in the ledger")
-                   ('approval "Show the approval") ('turn "Show the turn"))
-                 (lambda () (lispm-present-follow type id))))
-     (pcase type
-       ('agent
-        (append
-         (and (fboundp 'lispm-inspect)
-              (list (cons "Inspect" (lambda () (lispm-inspect (lispm-present--agent id))))))
-         (and (featurep 'lispm-own-agent)
-              (let ((agent (lispm-agent-get id)))
-                (and agent (lispm-own-agent-p agent)))
-              (list (cons "Message it"
-                          (lambda ()
-                            (let ((agent (lispm-present--agent id)))
-                              (lispm-agent-send agent (lispm-present--read-message id)))))))
-         (list (cons "Close it"
-                     (lambda ()
-                       (let ((agent (lispm-present--agent id)))
-                         (when (yes-or-no-p (format "Close %s? " id))
-                           (lispm-agent-close agent))))))))
-       ('symbol
-        (list (cons "Find its source"
-                    (lambda ()
-                      (let ((symbol (lispm-present--symbol id)))
-                        (if (fboundp symbol) (find-function symbol)
-                          (find-variable symbol)))))))
-       ('turn
-        (list (cons "Revert this turn"
-                    (lambda ()
-                      (pcase-let ((`(,session ,number) (lispm-present--split id 2)))
-                        (lispm-agent-revert-turn
-                         (or (lispm-present--session-agent session)
-                             (user-error "No agent has session %s open" session))
-                         number))))))
-       ('approval
-        (list (cons "Allow" (lambda () (lispm-approvals-allow (lispm-present--approval id))))
-              (cons "Deny" (lambda ()
-                             (let ((approval (lispm-present--approval id)))
-                               (lispm-approvals-deny approval
-                                                     (lispm-approvals-read-reason))))))))
+     (lispm-present-type-actions type id)
      (list (cons "Copy the link" (lambda () (kill-new link)
                                    (message "Copied %s" link)))
            (cons "Copy the text" (lambda () (kill-new text)
@@ -507,14 +291,10 @@ ARG, the prefix argument, is passed to `lispm-present-follow'."
     (lispm-present-menu type id label event)))
 
 (defun lispm-present-inspect-at-point ()
-  "Inspect the agent the presentation at point stands for."
+  "Inspect the object the presentation at point stands for: an agent."
   (interactive)
   (pcase-let ((`(,type ,id ,_) (lispm-present--here nil)))
-    (unless (fboundp 'lispm-inspect)
-      (user-error "No inspector here (lispm-inspect is not loaded)"))
-    (unless (eq type 'agent)
-      (user-error "Only agents can be inspected"))
-    (lispm-inspect (lispm-present--agent id))))
+    (lispm-present-inspect type id)))
 
 (defvar-keymap lispm-present-map
   :doc "Keys on a presentation in text the user edits, and on LispM's Org links.
@@ -556,17 +336,13 @@ inspects an agent."
                                                             object)))
                  (apply #'lispm-present--help presentation))))
 
-(define-button-type 'lispm-agent :supertype 'lispm-presentation)
-
 (defun lispm-present--button (string beg end type id &optional label)
   "Make BEG..END of STRING, in place, a presentation of TYPE named ID, LABEL.
-An agent's is a button of type `lispm-agent', the others of type
-`lispm-presentation'."
+Its button type is `lispm-present-button-type''s for TYPE."
   (add-text-properties beg end
                        `(button (t)
                                 category ,(button-category-symbol
-                                           (if (eq type 'agent) 'lispm-agent
-                                             'lispm-presentation))
+                                           (lispm-present-button-type type))
                                 lispm-presentation (,type ,id ,label))
                        string))
 
@@ -578,7 +354,8 @@ For LispM's views: RET follows it, \\<lispm-present-button-map>\\[lispm-present-
     string))
 
 (defun lispm-present-text (text)
-  "Return TEXT with its links and the names of live agents as buttons.
+  "Return TEXT with its links, and the names of objects, as buttons.
+The names are those `lispm-present-names' gives: a live agent's.
 A link shows its label only (its brackets and target are invisible,
 but stay in the text, so copying it copies the link)."
   (let ((text (copy-sequence text))
@@ -597,24 +374,35 @@ but stay in the text, so copying it copies the link)."
           (put-text-property beg label-beg 'invisible t text)
           (put-text-property label-end end 'invisible t text))
         (setq start end)))
-    (lispm-present--agent-buttons text)))
+    (lispm-present--name-buttons text)))
 
-(defun lispm-present--agent-buttons (text)
-  "Make the names of live agents in TEXT buttons, outside links; return TEXT."
-  (when-let* ((names (mapcar #'lispm-actor-name (lispm-agents))))
-    (let ((regexp (rx-to-string
-                   `(seq (or bos (not (any alnum "-_")))
-                         (group (or ,@names))
-                         (or eos (not (any alnum "-_"))))
-                   t))
-          (start 0))
-      (while (string-match regexp text start)
-        (let ((beg (match-beginning 1))
-              (end (match-end 1)))
-          (unless (get-text-property beg 'button text)
-            (lispm-present--button text beg end 'agent (substring-no-properties text beg end)))
-          (setq start end)))))
+(defun lispm-present--name-buttons (text)
+  "Make the names of objects in TEXT buttons, outside links; return TEXT."
+  (dolist (type lispm-present-types)
+    (when-let* ((names (lispm-present-names type)))
+      (let ((regexp (rx-to-string
+                     `(seq (or bos (not (any alnum "-_")))
+                           (group (or ,@names))
+                           (or eos (not (any alnum "-_"))))
+                     t))
+            (start 0))
+        (while (string-match regexp text start)
+          (let ((beg (match-beginning 1))
+                (end (match-end 1)))
+            (unless (get-text-property beg 'button text)
+              (lispm-present--button text beg end type (substring-no-properties text beg end)))
+            (setq start end))))))
   text)
+
+;;; In text the user edits, at display time
+
+(defun lispm-present-properties (type id)
+  "Return the face and text properties of a presentation of TYPE named ID.
+For font lock to put on text that stands for an object, as the own
+agent's session does."
+  (list 'face 'link 'mouse-face 'highlight 'follow-link t 'keymap lispm-present-map
+        'lispm-presentation (list type id nil)
+        'help-echo (lispm-present--help type id nil)))
 
 ;;; Org links
 
@@ -644,75 +432,6 @@ but stay in the text, so copying it copies the link)."
 (org-link-set-parameters
  "buffer"
  :follow (lambda (target _prefix) (lispm-present-open-link "buffer" target)))
-
-;;; In a session's buffer, at display time
-
-(defun lispm-present--session-ref (&optional call)
-  "Return the reference of the turn at point in a session, or of its CALL.
-That is SESSION/TURN, or SESSION/TURN/CALL-ID if CALL is non-nil and
-point is in a call; nil if point is in no turn."
-  (when-let* ((session (and (boundp 'lispm-session-id) lispm-session-id))
-              (turn (org-entry-get nil "LISPM_TURN" t)))
-    (if call
-        (when-let* ((id (org-entry-get nil "LISPM_CALL_ID" t)))
-          (format "%s/%s/%s" session turn id))
-      (format "%s/%s" session turn))))
-
-(defun lispm-present--props (type id)
-  "Return the face and text properties of a presentation of TYPE named ID."
-  (list 'face 'link 'mouse-face 'highlight 'follow-link t 'keymap lispm-present-map
-        'lispm-presentation (list type id nil)
-        'help-echo (lispm-present--help type id nil)))
-
-(defun lispm-present--fontify-request ()
-  "Return the properties of the request id just matched."
-  (lispm-present--props 'request (match-string-no-properties 1)))
-
-(defun lispm-present--fontify-sender ()
-  "Return the properties of the sender just matched, if it is a live agent."
-  (let ((name (match-string-no-properties 2)))
-    (and (lispm-agent-get name) (lispm-present--props 'agent name))))
-
-(defun lispm-present--fontify-stop ()
-  "Return the properties of the \"Stopped at\" note just matched: its turn."
-  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
-                                   (lispm-present--session-ref))))
-    (lispm-present--props 'turn ref)))
-
-(defun lispm-present--fontify-approval ()
-  "Return the properties of the approval heading just matched, if it waits."
-  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
-                                   (lispm-present--session-ref t)))
-              (parts (ignore-errors (lispm-present--split ref 3)))
-              (approval (apply #'lispm-present--call-approval parts)))
-    (lispm-present--props 'approval (lispm-approval-id approval))))
-
-(defun lispm-present--fontify-heading (type)
-  "Return the properties of the turn or call heading just matched, of TYPE."
-  (when-let* ((ref (save-excursion (goto-char (match-beginning 0))
-                                   (lispm-present--session-ref (eq type 'call)))))
-    (lispm-present--props type ref)))
-
-(defconst lispm-present--session-keywords
-  '(("^\\* \\(Turn [0-9]+\\)" (1 (lispm-present--fontify-heading 'turn) prepend))
-    ("^\\*\\*\\* \\(Call [^\n]+\\)$" (1 (lispm-present--fontify-heading 'call) prepend))
-    ("\\[Request \\(R[0-9]+\\) from \\([^]\n]+\\)\\]"
-     (1 (lispm-present--fontify-request) prepend)
-     (2 (lispm-present--fontify-sender) prepend))
-    ("^: \\(Stopped at [^:\n]+\\)" (1 (lispm-present--fontify-stop) prepend))
-    ("^\\*\\{4\\} TODO \\(.+\\)$" (1 (lispm-present--fontify-approval) prepend)))
-  "What in a session stands for an object.
-The headings of its turns and calls, its requests, senders, stops and
-approvals.")
-
-(defun lispm-present-session-setup ()
-  "Set up the presentations of the session in the current buffer."
-  (font-lock-add-keywords nil lispm-present--session-keywords 'append)
-  (setq-local font-lock-extra-managed-props
-              (seq-union font-lock-extra-managed-props
-                         '(keymap mouse-face follow-link lispm-presentation help-echo))))
-
-(add-hook 'lispm-session-mode-hook #'lispm-present-session-setup)
 
 (provide 'lispm-present)
 ;;; lispm-present.el ends here

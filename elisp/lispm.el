@@ -41,8 +41,8 @@
 ;; The files, one concern each, by layer (magit's way: plumbing under
 ;; the domain, views over it, features on top).  A file requires files
 ;; of its own layer or of those under it, except lispm-approvals.el,
-;; which draws with lispm-present.el, and the cycles
-;; tests/elisp/lispm-layout-test.el lists.
+;; which draws with lispm-present.el (tests/elisp/lispm-layout-test.el
+;; checks there is no cycle).
 ;;
 ;; Plumbing: processes and files, no agent in sight
 ;;   lispm-base.el      group, version, root error and codes; files read and written whole
@@ -68,15 +68,15 @@
 ;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
 ;;   lispm-approvals.el asking the user: the approvals and their buffer
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
-;;   lispm-messages.el  messaging for actors that live in Emacs
+;;   lispm-messages.el  messaging for actors that live in Emacs; list_agents
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-session.el   the own agent's session: an Org file, committed to git
-;;   lispm-turn.el      one turn of the own agent: the loop, its state, restarts
+;;   lispm-turn.el      one turn of the own agent: its table, its calls, its sink, restarts
 ;;   lispm-run-lisp.el  the run_lisp tool: programs whose tool calls pass the policy
-;;   lispm-helpers.el   helpers started from roles; the agents and roles listed
+;;   lispm-helpers.el   helpers started from roles, and their retirement
 ;;
 ;; Views: what the user reads and acts on
-;;   lispm-present.el   messages with live places and agent names
+;;   lispm-present.el   LispM's links; each type's methods live with its owner
 ;;   lispm-list.el      the agent list
 ;;   lispm-ledger.el    the ledger view
 ;;   lispm-inspect.el   the inspector: one agent, whole, live

@@ -38,6 +38,8 @@
 (when-let* ((dir (getenv "LISPM_BENCH_EMACS_DIR")))
   (setq user-emacs-directory (file-name-as-directory dir)))
 (require 'lispm-own-agent)
+;; Helpers of roles: the sidecar asks Emacs for one.
+(require 'lispm-helpers)
 
 (defun room-bench--env (name)
   "Return the environment variable NAME, or signal an error if it is unset."

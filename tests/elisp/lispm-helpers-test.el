@@ -541,6 +541,57 @@ Wait for it, 5 seconds at most."
         (should (equal (plist-get entry :role) "reviewer"))
         (should (string-search "tools of emacs (role reviewer)" (plist-get entry :reason)))))))
 
+;;; One way to decide an approval from a session
+
+(ert-deftest lispm-helpers-test-a-session-decides-approvals-one-way ()
+  "A TODO set to DONE, C-u C-c C-c on a call, C-c C-c on a helper's note:
+each decides through `lispm-approvals-decide'."
+  (lispm-helpers-test--with
+    (let* ((emacs (lispm-helpers-test--own-agent folder))
+           (buffer (lispm-own-agent-buffer emacs))
+           (tester (lispm-helpers-test--start "tester" emacs))
+           (decide (symbol-function 'lispm-approvals-decide))
+           (decided nil))
+      (cl-letf (((symbol-function 'lispm-approvals-decide)
+                 (lambda (approval &optional deny)
+                   (push (list (lispm-approval-id approval) deny) decided)
+                   (funcall decide approval deny)))
+                ((symbol-function 'read-string) (lambda (&rest _) "not that")))
+        (setq lispm-test-model-script
+              (list (list (lispm-helpers-test--call-event "e1" "run_shell" "{\"command\": \"true\"}")
+                          '(:type "done"))
+                    (list (lispm-helpers-test--call-event "e2" "run_shell" "{\"command\": \"true\"}")
+                          '(:type "done"))))
+        (lispm-agent-send emacs "Run it twice.")
+        ;; Its own call's TODO item, set to DONE.
+        (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 1))))
+        (let ((first (lispm-approval-id (car (lispm-approvals-pending)))))
+          (with-current-buffer buffer
+            (widen)
+            (goto-char (point-min))
+            (re-search-forward "^\\*\\{4\\} TODO ")
+            (org-todo "DONE"))
+          (should (equal decided (list (list first nil)))))
+        ;; The next call: C-u C-c C-c on it denies it.
+        (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 1))))
+        (let ((second (lispm-approval-id (car (lispm-approvals-pending)))))
+          (with-current-buffer buffer
+            (goto-char (point-min))
+            (re-search-forward "^\\*\\{4\\} TODO ")
+            (lispm-agent-send-input t))
+          (should (equal (car decided) (list second t))))
+        ;; A helper's approval, in its caller's session: C-c C-c on it.
+        (lispm-calls-invoke tester "run_shell" '(:command "true") #'ignore)
+        (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 1))))
+        (let ((third (lispm-approval-id (car (lispm-approvals-pending)))))
+          (with-current-buffer buffer
+            (goto-char (point-min))
+            (search-forward (format "Approval %s:" third))
+            (call-interactively (key-binding (kbd "C-c C-c"))))
+          (should (equal (car decided) (list third nil))))
+        (should (= (length decided) 3))
+        (should (= (lispm-approvals-count) 0))))))
+
 (defun lispm-helpers-test--todo (file call-id)
   "Return the text of the approval entry of the call CALL-ID in the session FILE."
   (let ((text (lispm-test-read-file file)))

@@ -121,6 +121,42 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
                                    (equal (plist-get (cdr sent) :agent) name)))
                lispm-inspect-test--sent))
 
+;;; A type of actor adds its parts by methods
+
+(cl-defstruct (lispm-inspect-test-actor (:include lispm-actor)
+                                        (:constructor lispm-inspect-test-actor--make)
+                                        (:copier nil))
+  "An actor of a type of the test's own.")
+
+(cl-defmethod lispm-inspect-kind-title ((_actor lispm-inspect-test-actor))
+  "Return the title of the test's type."
+  "the test's own")
+
+(cl-defmethod lispm-inspect-insert ((_actor lispm-inspect-test-actor) (_part (eql 'waiting)))
+  "Insert the test's line in Waiting."
+  (lispm-inspect-line "- the test's own wait"))
+
+(cl-defmethod lispm-inspect-insert ((_actor lispm-inspect-test-actor) (_part (eql 'sections)))
+  "Insert the test's own part."
+  (lispm-inspect-heading 1 'test-own "Test part")
+  (lispm-inspect-insert-item (list 'turn 7) "- its turn 7"))
+
+(ert-deftest lispm-inspect-test-a-type-adds-its-parts ()
+  "The inspector draws what a type's methods add, where they say; nothing else."
+  (lispm-inspect-test--with
+    (let* ((actor (lispm-agents-add-actor
+                   (lispm-inspect-test-actor--make :name "tester" :kind 'lispm :folder folder
+                                                   :state 'running)))
+           (buffer (lispm-inspect actor))
+           (text (lispm-inspect-test--text buffer)))
+      (should (string-match-p "Kind: lispm (the test's own)" text))
+      (should (string-match-p "No approval waits.\n- the test's own wait\n\\* Inbox" text))
+      (should (string-match-p "\\* Test part\n- its turn 7\n\\'" text))
+      (should-not (string-match-p "^\\* Session\\|turns' calls" text))
+      ;; Reverting a turn is the type's to offer: this one does not.
+      (lispm-inspect-test--goto buffer "its turn 7")
+      (should-error (lispm-inspect-test--key buffer "r") :type 'user-error))))
+
 ;;; A terminal agent
 
 (ert-deftest lispm-inspect-test-terminal-agent ()

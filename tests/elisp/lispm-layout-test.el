@@ -18,50 +18,18 @@
 (require 'cl-lib)
 (require 'lispm-base)
 
-;; Both lists are of the tree as it is; issue 24's sections 3 and 4
-;; remove most of what they hold, and the tests then say what to take
-;; out: an entry that is no longer true fails as a new one would.
+;; Both lists are of the tree exactly: an entry that is no longer
+;; true fails as a new one would.
 
-(defconst lispm-layout-test--cycles-known
-  '((("lispm-helpers" "lispm-own-agent") ("lispm-own-agent" "lispm-helpers")
-     "helper-making requires the own agent in a function; the own agent requires
-helpers at top level for its hooks (issue 24, section 4)")
-    (("lispm-ledger" "lispm-present") ("lispm-present" "lispm-ledger")
-     "following a request requires the ledger in a function; the ledger requires
-present.el to draw (issue 24, section 3)"))
-  "The require cycles still in the tree: (EDGES REASON), each edge (FROM TO).")
+(defconst lispm-layout-test--cycles-known nil
+  "The require cycles allowed in the tree: (EDGES REASON), each edge (FROM TO).
+None: a cycle that must stay would need its reason here.")
 
 (defconst lispm-layout-test--upward
-  '((("lispm-helpers" "lispm-own-agent")
-     "helper-making needs the own agent, which requires helpers for its hooks
-\(issue 24, section 4)"
-     lispm-agent-busy-p lispm-agent-make lispm-agent-release-session lispm-own-agent-buffer
-     lispm-own-agent-model lispm-own-agent-p lispm-own-agent-pending lispm-own-agent-turns)
-    (("lispm-list" "lispm")
+  '((("lispm-list" "lispm")
      "the list's command starts an agent through lispm.el's chooser, which
 requires the list"
      lispm-start-agent)
-    (("lispm-present" "lispm-approvals")
-     "following an approval is decided in present.el, not by its type (issue 24,
-section 3)"
-     lispm-approval-id lispm-approvals-allow lispm-approvals-deny lispm-approvals-get
-     lispm-approvals-read-reason lispm-approvals-show)
-    (("lispm-present" "lispm-inspect")
-     "following an agent opens the inspector from present.el (issue 24, section 3)"
-     lispm-inspect)
-    (("lispm-present" "lispm-ledger")
-     "following a request is decided in present.el, not by its type (issue 24,
-section 3)"
-     lispm-ledger-show-request)
-    (("lispm-present" "lispm-own-agent")
-     "following a turn or a call is decided in present.el, not by its type (issue
-24, section 3)"
-     lispm-agent-of-session lispm-agent-revert-turn lispm-agent-send
-     lispm-own-agent-buffer lispm-own-agent-p lispm-own-agent-turns)
-    (("lispm-present" "lispm-turn")
-     "a call's actions are decided in present.el, not by its type (issue 24,
-section 3)"
-     lispm-turn-calls lispm-turn-outcomes)
     (("lispm-tools" "lispm-skills")
      "the base tools search the skills, whose file defines tools with tools.el's
 macro"

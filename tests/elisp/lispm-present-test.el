@@ -306,6 +306,55 @@ Return the buffer current after following."
       (lispm-present-test--changes-nothing
         (funcall (cdr (assoc "Allow" (lispm-present-actions 'approval id))))))))
 
+;;; Each type's owner says what its objects do
+
+(defvar lispm-present-test--followed nil
+  "The ids the test's own type of presentation was followed to.")
+
+(cl-defmethod lispm-present-follow ((_type (eql 'lispm-present-test-thing)) id &optional _arg)
+  "Note that the thing ID was followed."
+  (push id lispm-present-test--followed))
+
+(cl-defmethod lispm-present-type-actions ((_type (eql 'lispm-present-test-thing)) id)
+  "Return the actions on the thing ID: look at it, poke it."
+  (list (lispm-present-follow-action "Look at it" 'lispm-present-test-thing id)
+        (cons "Poke it" #'ignore)))
+
+(defun lispm-present-test--method-file (generic type)
+  "Return the base name of the file that defines GENERIC's method for TYPE."
+  (cl-loop for (file . entries) in load-history
+           when (and (stringp file)
+                     (cl-find-if (lambda (entry)
+                                   (and (eq (car-safe entry) 'cl-defmethod)
+                                        (eq (nth 1 entry) generic)
+                                        (null (nth 2 entry))
+                                        (equal (nth 3 entry) `(eql ',type))))
+                                 entries))
+           return (file-name-base file)))
+
+(ert-deftest lispm-present-test-a-type-is-its-methods ()
+  "A new type of presentation needs only its methods: dispatch finds them."
+  (let ((lispm-present-types (cons 'lispm-present-test-thing lispm-present-types))
+        (lispm-present-test--followed nil))
+    (should (equal (mapcar #'car (lispm-present-actions 'lispm-present-test-thing "t1"))
+                   '("Look at it" "Poke it" "Copy the link" "Copy the text")))
+    (with-temp-buffer
+      (insert (lispm-present-string 'lispm-present-test-thing "t1" "a thing"))
+      (goto-char (point-min))
+      (push-button)
+      (should (equal lispm-present-test--followed '("t1")))
+      (lispm-present-follow-at-point)
+      (should (equal lispm-present-test--followed '("t1" "t1"))))
+    (should-error (lispm-present-follow 'lispm-present-test-nothing "x") :type 'user-error)))
+
+(ert-deftest lispm-present-test-each-type-lives-with-its-owner ()
+  "Following LispM's objects, and their menus, are methods of their owners' files."
+  (pcase-dolist (`(,type . ,owner) '((agent . "lispm-agents") (request . "lispm-ledger")
+                                     (approval . "lispm-approvals") (turn . "lispm-own-agent")
+                                     (call . "lispm-own-agent") (symbol . "lispm-present")))
+    (should (equal (lispm-present-test--method-file 'lispm-present-follow type) owner))
+    (should (equal (lispm-present-test--method-file 'lispm-present-type-actions type) owner))))
+
 ;;; Buttons in LispM's views
 
 (defun lispm-present-test--buttons (text)
@@ -434,12 +483,12 @@ Return the buffer current after following."
               ;; Only shown: the document is unchanged.
               (should-not (buffer-modified-p)))
             (pcase-let ((`(,where . ,position)
-                         (lispm-present--turn-position session 2)))
+                         (lispm-own-agent--turn-position session 2)))
               (with-current-buffer where
                 (goto-char position)
                 (should (looking-at "\\* Turn 2: two"))))
             (pcase-let ((`(,where . ,position)
-                         (lispm-present--call-position session 2 "c2")))
+                         (lispm-own-agent--call-position session 2 "c2")))
               (with-current-buffer where
                 (goto-char position)
                 (should (looking-at "\\*\\*\\* Call read_file")))))
