@@ -147,11 +147,21 @@ wait).  The default: none, as a terminal agent's asks do not wait."
     (setf (lispm-actor-state agent) state)
     (lispm-agents--changed)))
 
+(cl-defgeneric lispm-actor-activity-changed (actor)
+  "Do what ACTOR's kind does once its activity changed.
+Called by `lispm-agents-set-activity', after those who watch agents
+were told.  The default: nothing, as the sidecar tells Emacs a
+terminal agent's activity, not the reverse."
+  (ignore actor)
+  nil)
+
 (defun lispm-agents-set-activity (actor activity)
-  "Set ACTOR's ACTIVITY, a symbol or nil, and announce it if it changed."
+  "Set ACTOR's ACTIVITY, a symbol or nil, and announce it if it changed.
+This is the one way an actor's activity changes."
   (unless (eq (lispm-actor-activity actor) activity)
     (setf (lispm-actor-activity actor) activity)
-    (lispm-agents--changed)))
+    (lispm-agents--changed)
+    (lispm-actor-activity-changed actor)))
 
 (defun lispm-agents--unique-name (base)
   "Return the first free name from BASE, a kind or a string: claude, claude-2, ..."

@@ -37,7 +37,7 @@
 ;; (closed, retired, its buffer killed), its helpers retire at once,
 ;; down the chain, their awaited approvals withdrawn and their turns
 ;; ended.  A helper's session records its role and callers, and
-;; reopens read-only (`lispm-agent-resume').
+;; reopens read-only (`lispm-own-agent-resume').
 ;;
 ;; A helper's approvals show who asks, "reviewer (role reviewer, helper
 ;; of claude)", in `*LispM approvals*'; when the caller is an own agent,
@@ -88,7 +88,7 @@ with the sidecar, and its session notes who asked.  Signal
                     (lispm-model-default)))
            (callers (cl-loop for actor = caller then (lispm-actor-caller actor)
                              while actor collect (lispm-actor-name actor)))
-           (agent (lispm-agent-make
+           (agent (lispm-own-agent-make
                    folder model (lambda (name)
                                   (lispm-session-create folder model name (symbol-name role)
                                                         callers))
@@ -160,21 +160,21 @@ waits there for HELPER: a request it did not answer ends, and its
 asker is told.  Its session is saved if it has unsaved changes; its
 buffer is then killed, unless a window shows it (or it could not be
 saved): the buffer stays, no longer an agent's, and
-`lispm-agent-resume' brings the session back."
+`lispm-own-agent-resume' brings the session back."
   (let ((buffer (lispm-own-agent-buffer helper)))
     (lispm-agents-unregister helper)
     (when (buffer-live-p buffer)
       (when (buffer-modified-p buffer)
         (lispm-session-save buffer (format "helper %s retired" (lispm-actor-name helper))))
       (if (or (get-buffer-window buffer t) (buffer-modified-p buffer))
-          (lispm-agent-release-session buffer)
+          (lispm-own-agent-release-session buffer)
         (let ((kill-buffer-query-functions nil))
           (kill-buffer buffer))))))
 
 (defun lispm-helpers--retire-if-done (helper)
   "Retire HELPER if it is still there, idle, and nothing waits for it."
   (when (and (lispm-agent-live-p helper)
-             (not (lispm-agent-busy-p helper))
+             (not (lispm-own-agent-busy-p helper))
              (null (lispm-own-agent-pending helper)))
     (lispm-helper-retire helper)))
 
@@ -185,7 +185,7 @@ AGENT meanwhile keeps it."
   (when (lispm-actor-caller agent)
     (run-at-time 0 nil #'lispm-helpers--retire-if-done agent)))
 
-(add-hook 'lispm-agent-turn-end-functions #'lispm-helpers--turn-ended)
+(add-hook 'lispm-own-agent-turn-end-functions #'lispm-helpers--turn-ended)
 
 (cl-defmethod lispm-actor-left :after ((caller lispm-actor))
   "Retire the helpers CALLER asked for, and theirs: none outlives its caller."

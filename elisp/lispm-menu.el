@@ -158,7 +158,7 @@ started by the entry for any kind."
     ("i" "Inspector" lispm-inspect :if (lambda () (fboundp 'lispm-inspect)))
     ("A" "App Store" lispm-apps)]
    ["Resume"
-    ("r" "A session of the own agent..." lispm-agent-resume)
+    ("r" "A session of the own agent..." lispm-own-agent-resume)
     ("R" "The agents of the last Emacs..." lispm-resume-agents)]]
   [["Here"
     ("m" lispm-send-region :description lispm-menu--mention-description

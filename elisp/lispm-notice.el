@@ -299,7 +299,7 @@ the agent's own buffer (its terminal or its session)."
 
 (add-hook 'lispm-agents-changed-hook #'lispm-notice--agents-changed)
 (add-hook 'lispm-approvals-changed-hook #'lispm-notice--update)
-(add-hook 'lispm-agent-turn-end-functions #'lispm-notice--turn-ended)
+(add-hook 'lispm-own-agent-turn-end-functions #'lispm-notice--turn-ended)
 (add-hook 'window-buffer-change-functions #'lispm-notice--windows-changed)
 
 (provide 'lispm-notice)

@@ -20,9 +20,9 @@
 ;;
 ;;   M-x lispm-agent              start it at the current project's root
 ;;                                (C-u: ask for the folder and the model)
-;;   M-x lispm-agent-resume       reopen a session, newest first
-;;   M-x lispm-agent-revert-turn  take back what a turn changed
-;;   M-x lispm-agent-compact      summarise the older turns
+;;   M-x lispm-own-agent-resume       reopen a session, newest first
+;;   M-x lispm-own-agent-revert-turn  take back what a turn changed
+;;   M-x lispm-own-agent-compact      summarise the older turns
 ;;
 ;; Its buffer is the session's Org document (lispm-session.el): a
 ;; heading per turn, the user's words, the model's text as it streams,
@@ -38,7 +38,7 @@
 ;;
 ;; Its `ask_agent' blocks the call, not Emacs: the answer to a request
 ;; one of its calls waits on is handed over at once, whatever it does,
-;; and is that call's result (`lispm-agent-waiting-requests' lists the
+;; and is that call's result (`lispm-own-agent-waiting-requests' lists the
 ;; requests it waits on).  An answer no call waits on any more (the
 ;; user interrupted the wait) is input like any message.  Reopened
 ;; after its Emacs died, a session whose last turn waited on requests
@@ -72,17 +72,17 @@
   :group 'lispm
   :prefix "lispm-agent-")
 
-(defcustom lispm-agent-name "emacs"
+(defcustom lispm-own-agent-default-name "emacs"
   "The name LispM's own agent goes by; a second one gets a number."
   :type 'string)
 
-(defcustom lispm-agent-compact-at 0.8
+(defcustom lispm-own-agent-compact-at 0.8
   "Compact the history before a turn once it fills this share of the window.
 Only models whose :window `lispm-models' gives are ever compacted
-automatically; `lispm-agent-compact' always runs."
+automatically; `lispm-own-agent-compact' always runs."
   :type 'number)
 
-(defconst lispm-agent-compact-prompt
+(defconst lispm-own-agent-compact-prompt
   "Summarise the conversation below for your own later use: the facts \
 learnt, the decisions made, the files changed and why, and what is left \
 to do.  Be brief and concrete; do not repeat the user's instructions, \
@@ -105,44 +105,41 @@ they are kept word for word."
   (awaited nil :documentation "Alist of the ids of the requests its calls waited on in an
 earlier Emacs, still open, to the agent each was asked of.")
   (compacting nil :documentation "While the older turns are summarised: the
-compaction's turn (`lispm-agent--compact'), or t as it starts."))
+compaction's turn (`lispm-own-agent--compact'), or t as it starts."))
 
-(defvar-local lispm-agent--session-of nil
+(defvar-local lispm-own-agent--session-of nil
   "The own agent whose session this buffer is.")
 
-(defun lispm-agent-of-session (&optional buffer)
+(defun lispm-own-agent-of-session (&optional buffer)
   "Return the own agent of BUFFER (default: the current one), or nil."
-  (buffer-local-value 'lispm-agent--session-of (or buffer (current-buffer))))
+  (buffer-local-value 'lispm-own-agent--session-of (or buffer (current-buffer))))
 
-(defun lispm-agent-release-session (buffer)
+(defun lispm-own-agent-release-session (buffer)
   "Make BUFFER, an own agent's session, no agent's any more; keep its text.
-`lispm-agent-resume' makes it an agent's again."
+`lispm-own-agent-resume' makes it an agent's again."
   (with-current-buffer buffer
-    (setq lispm-agent--session-of nil)
-    (lispm-agent-mode -1)))
+    (setq lispm-own-agent--session-of nil)
+    (lispm-own-agent-mode -1)))
 
-(defun lispm-agent--current ()
+(defun lispm-own-agent--current ()
   "Return the own agent of the current buffer, or signal a `user-error'."
-  (or (lispm-agent-of-session)
+  (or (lispm-own-agent-of-session)
       (user-error "This is not the buffer of LispM's own agent")))
 
-(defun lispm-agent-busy-p (agent)
+(defun lispm-own-agent-busy-p (agent)
   "Return non-nil if AGENT is in a turn or compacting."
   (or (lispm-own-agent-compacting agent)
       (and (lispm-own-agent-turn agent)
            (lispm-turn-live-p (lispm-own-agent-turn agent)))))
 
-(defun lispm-agent--set-activity (agent activity)
-  "Set AGENT's ACTIVITY, announce it, and tell the sidecar."
-  (unless (eq (lispm-actor-activity agent) activity)
-    (setf (lispm-actor-activity agent) activity)
-    (run-hooks 'lispm-agents-changed-hook)
-    (when (lispm-sidecar-live-p)
-      (lispm-messages-report-activity agent))))
+(cl-defmethod lispm-actor-activity-changed ((agent lispm-own-agent))
+  "Tell the sidecar AGENT's activity: it lives in Emacs, no watcher sees it."
+  (when (lispm-sidecar-live-p)
+    (lispm-messages-report-activity agent)))
 
 ;;; The system prompt
 
-(defun lispm-agent--policy-text (agent)
+(defun lispm-own-agent--policy-text (agent)
   "Return AGENT's rules under the user's policy, as lines."
   (mapconcat (lambda (rule)
                (format "- %s: %s%s" (car rule) (cadr rule)
@@ -152,7 +149,7 @@ compaction's turn (`lispm-agent--compact'), or t as it starts."))
              (lispm-policy-rules (lispm-actor-role agent) (lispm-actor-folder agent))
              "\n"))
 
-(defun lispm-agent-system-prompt (agent)
+(defun lispm-own-agent-system-prompt (agent)
   "Return the system prompt of AGENT, made afresh for each request.
 It holds the policy and the folder, so they survive compaction."
   (format "You are %s, LispM's own agent, running inside the user's Emacs.
@@ -169,7 +166,7 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 Your role is %s; the user's policy for it (first match wins):
 %s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
-          (lispm-actor-role agent) (lispm-agent--policy-text agent)
+          (lispm-actor-role agent) (lispm-own-agent--policy-text agent)
           (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
                                            (lispm-actor-folder agent)))
                     (prompt (lispm-role-prompt role))
@@ -179,34 +176,34 @@ Your role is %s; the user's policy for it (first match wins):
 
 ;;; Turns
 
-(defun lispm-agent--turn-state-changed (agent turn)
+(defun lispm-own-agent--turn-state-changed (agent turn)
   "Show what AGENT does now that TURN's state changed."
-  (lispm-agent--set-activity agent (lispm-turn-activity turn)))
+  (lispm-agents-set-activity agent (lispm-turn-activity turn)))
 
-(defvar lispm-agent-turn-end-functions nil
+(defvar lispm-own-agent-turn-end-functions nil
   "Abnormal hook run with an own agent and its turn once the turn is over.
 It runs after the agent is idle again, before what waits for it starts.")
 
-(defun lispm-agent--turn-ended (agent turn)
+(defun lispm-own-agent--turn-ended (agent turn)
   "Note that AGENT's TURN is over; start what waits."
   (when (eq (lispm-own-agent-turn agent) turn)
     (setf (lispm-own-agent-turn agent) nil))
-  (lispm-agent--set-activity agent 'idle)
-  (run-hook-with-args 'lispm-agent-turn-end-functions agent turn)
+  (lispm-agents-set-activity agent 'idle)
+  (run-hook-with-args 'lispm-own-agent-turn-end-functions agent turn)
   (when (lispm-own-agent-pending agent)
-    (run-at-time 0 nil #'lispm-agent--next agent)))
+    (run-at-time 0 nil #'lispm-own-agent--next agent)))
 
-(defun lispm-agent--next (agent)
+(defun lispm-own-agent--next (agent)
   "Start AGENT's oldest waiting text, if it is free."
   (when (and (lispm-own-agent-pending agent)
-             (not (lispm-agent-busy-p agent))
+             (not (lispm-own-agent-busy-p agent))
              (buffer-live-p (lispm-own-agent-buffer agent)))
-    (lispm-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
+    (lispm-own-agent--start-turn agent (pop (lispm-own-agent-pending agent)))))
 
-(defun lispm-agent--turn-keys (agent)
+(defun lispm-own-agent--turn-keys (agent)
   "Return the keys `lispm-turn-start' gets for a turn of AGENT.
 AGENT is the turn's sink: what happens goes to its session."
-  (list :system (lambda () (lispm-agent-system-prompt agent))
+  (list :system (lambda () (lispm-own-agent-system-prompt agent))
         :sink agent))
 
 ;;; The session, the turn's sink
@@ -217,7 +214,7 @@ AGENT is the turn's sink: what happens goes to its session."
 
 (cl-defmethod lispm-turn-report ((agent lispm-own-agent) turn (_what (eql state)))
   "Show what AGENT does now that TURN's state changed."
-  (lispm-agent--turn-state-changed agent turn))
+  (lispm-own-agent--turn-state-changed agent turn))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text)) text)
   "Stream TEXT, a piece of TURN's answer, into its session."
@@ -275,42 +272,42 @@ RECORDS are the changes CALL made, as the session records them."
   "Save and commit TURN's session, and start what waits for AGENT."
   (when (buffer-live-p (lispm-turn-buffer turn))
     (lispm-session-end-turn (lispm-turn-buffer turn)))
-  (lispm-agent--turn-ended agent turn))
+  (lispm-own-agent--turn-ended agent turn))
 
-(defun lispm-agent--adopt (agent turn)
+(defun lispm-own-agent--adopt (agent turn)
   "Make TURN, just started, AGENT's turn under way if it is; return TURN.
 AGENT's activity is the turn's from then on."
   (when (lispm-turn-live-p turn)
     (setf (lispm-own-agent-turn agent) turn)
-    (lispm-agent--set-activity agent (lispm-turn-activity turn)))
+    (lispm-agents-set-activity agent (lispm-turn-activity turn)))
   (push (cons (lispm-turn-number turn) turn) (lispm-own-agent-turns agent))
   turn)
 
-(defun lispm-agent--start-turn (agent text)
+(defun lispm-own-agent--start-turn (agent text)
   "Start a turn of AGENT with TEXT, the user's words or a message."
-  (if (lispm-agent--needs-compaction-p agent)
+  (if (lispm-own-agent--needs-compaction-p agent)
       (progn (push text (lispm-own-agent-pending agent))
-             (lispm-agent--compact agent))
+             (lispm-own-agent--compact agent))
     (let* ((buffer (lispm-own-agent-buffer agent))
            (number (lispm-session-begin-turn buffer text)))
-      (lispm-agent--adopt
+      (lispm-own-agent--adopt
        agent (apply #'lispm-turn-start agent buffer number (lispm-own-agent-model agent)
-                    (lispm-session-messages buffer) (lispm-agent--turn-keys agent))))))
+                    (lispm-session-messages buffer) (lispm-own-agent--turn-keys agent))))))
 
-(defun lispm-agent-send (agent text)
+(defun lispm-own-agent-send (agent text)
   "Give AGENT TEXT, to start a turn now or when the turn under way ends.
 An agent that has left takes nothing: signal a `user-error'."
   (when (string-empty-p (string-trim text))
     (user-error "Nothing to send"))
   (unless (lispm-agent-live-p agent)
-    (user-error "%s has closed; `lispm-agent-resume' reopens its session"
+    (user-error "%s has closed; `lispm-own-agent-resume' reopens its session"
                 (lispm-actor-name agent)))
-  (if (lispm-agent-busy-p agent)
+  (if (lispm-own-agent-busy-p agent)
       (progn (setf (lispm-own-agent-pending agent)
                    (append (lispm-own-agent-pending agent) (list text)))
              (message "LispM: %s is busy; this waits for the turn's end"
                       (lispm-actor-name agent)))
-    (lispm-agent--start-turn agent text)))
+    (lispm-own-agent--start-turn agent text)))
 
 (cl-defmethod lispm-actor-deliver ((agent lispm-own-agent) text message)
   "Give AGENT the message TEXT from another agent; it is always taken.
@@ -322,13 +319,13 @@ is AGENT's input, now or when the turn under way ends."
     (when (equal (plist-get message :kind) "request")
       (push (plist-get message :request_id) (lispm-own-agent-asked agent)))
     (unless (and request-id
-                 (or (lispm-agent--answer agent request-id
+                 (or (lispm-own-agent--answer agent request-id
                                           (lispm-messages-answer-outcome text message))
                      (member request-id (lispm-own-agent-answered agent))))
-      (lispm-agent-send agent text)))
+      (lispm-own-agent-send agent text)))
   t)
 
-(defun lispm-agent--answer (agent request-id outcome)
+(defun lispm-own-agent--answer (agent request-id outcome)
   "Give OUTCOME, the answer to REQUEST-ID, to AGENT's call that waits on it.
 Return non-nil if one waited."
   (when-let* ((turn (lispm-own-agent-turn agent))
@@ -336,27 +333,27 @@ Return non-nil if one waited."
     (push request-id (lispm-own-agent-answered agent))
     t))
 
-(defun lispm-agent-waiting-requests (agent)
+(defun lispm-own-agent-waiting-requests (agent)
   "Return the ids of the requests that AGENT waits on, in the order it asked."
   (when-let* ((turn (lispm-own-agent-turn agent)))
     (lispm-turn-waiting-requests turn)))
 
 ;;; After a restart
 
-(defun lispm-agent--rebuild (agent)
+(defun lispm-own-agent--rebuild (agent)
   "Make the last turn of AGENT again if it ended while it waited for answers.
 The turn waits on the same requests (`lispm-turn-rebuild'); return it,
 or nil if there was none to make."
   (when-let* ((buffer (lispm-own-agent-buffer agent))
               (waiting (lispm-session-waiting-step buffer)))
     (let ((turn (apply #'lispm-turn-rebuild agent buffer waiting (lispm-own-agent-model agent)
-                       (lispm-agent--turn-keys agent))))
+                       (lispm-own-agent--turn-keys agent))))
       (lispm-session-insert-note
        buffer (format "Reopened: waiting again on %s"
                       (string-join (lispm-turn-waiting-requests turn) ", ")))
-      (lispm-agent--adopt agent turn))))
+      (lispm-own-agent--adopt agent turn))))
 
-(defun lispm-agent--resumed (agent outcome)
+(defun lispm-own-agent--resumed (agent outcome)
   "Go on with AGENT, reopened and registered with OUTCOME: ask the ledger.
 Each request a call waits on that was answered or ended meanwhile
 gives the call its answer; each request asked of AGENT that an earlier
@@ -365,33 +362,33 @@ Emacs took and never answered is AGENT's input, as if delivered now."
       (message "LispM: %s is not registered: %s" (lispm-actor-name agent)
                (plist-get outcome :error))
     (lispm-messages-requests
-     agent (lispm-agent-waiting-requests agent)
+     agent (lispm-own-agent-waiting-requests agent)
      (lambda (answer)
        (if (not (plist-get answer :ok))
            (message "LispM: %s could not learn of its requests: %s"
                     (lispm-actor-name agent) (plist-get answer :error))
          (dolist (request (plist-get answer :requests))
            (if-let* ((result (lispm-messages-request-outcome request)))
-               (lispm-agent--answer agent (plist-get request :request_id) result)
+               (lispm-own-agent--answer agent (plist-get request :request_id) result)
              (push (cons (plist-get request :request_id) (plist-get request :asked))
                    (lispm-own-agent-awaited agent))))
-         (lispm-agent--say-absent agent)
+         (lispm-own-agent--say-absent agent)
          ;; The queue may have handed one over already, since registering.
          (dolist (request (plist-get answer :open_to_you))
            (unless (member (plist-get request :request_id) (lispm-own-agent-asked agent))
              (push (plist-get request :request_id) (lispm-own-agent-asked agent))
-             (lispm-agent-send agent (plist-get request :text)))))))))
+             (lispm-own-agent-send agent (plist-get request :text)))))))))
 
 (cl-defmethod lispm-actor-awaiting-absent ((agent lispm-own-agent))
   "Return the requests AGENT waits on, asked of an agent not running here.
 Only those an earlier Emacs's calls waited on: an ask of this Emacs
 ends when its agent leaves (the ledger's notice answers it)."
-  (let ((waiting (lispm-agent-waiting-requests agent)))
+  (let ((waiting (lispm-own-agent-waiting-requests agent)))
     (cl-loop for (id . asked) in (reverse (lispm-own-agent-awaited agent))
              when (and (member id waiting) (stringp asked) (not (lispm-agent-get asked)))
              collect (cons id asked))))
 
-(defun lispm-agent--say-absent (agent)
+(defun lispm-own-agent--say-absent (agent)
   "Say in AGENT's session, and to the agent list, which waits cannot end yet.
 Those are the requests asked of an agent that runs in no Emacs here."
   (when-let* ((absent (lispm-actor-awaiting-absent agent)))
@@ -405,18 +402,18 @@ resumes it; M-x lispm-forget-agents ends what waits on it, and so this wait"
 
 ;;; Starting and ending
 
-(defun lispm-agent-make (folder model session &optional role name resume)
+(defun lispm-own-agent-make (folder model session &optional role name resume)
   "Make an own agent in FOLDER asking MODEL; register it and return it.
 SESSION is a function of the agent's name that returns its session's
 buffer.  ROLE defaults to `lispm-policy-default-role'.  NAME is the
-base of its name, by default `lispm-agent-name'.  The agent is
+base of its name, by default `lispm-own-agent-default-name'.  The agent is
 registered with Emacs, which names it, and with the sidecar.  RESUME
 non-nil says it goes on with the agent of that name of an earlier
 Emacs: the turn that Emacs cut off while calls waited is made again
 first, and once registered, it asks the ledger what became of its
-requests (`lispm-agent--resumed')."
+requests (`lispm-own-agent--resumed')."
   (let ((agent (lispm-own-agent--make
-                :name (or name lispm-agent-name) :kind 'lispm :folder folder
+                :name (or name lispm-own-agent-default-name) :kind 'lispm :folder folder
                 :role (or role lispm-policy-default-role)
                 :state 'running :activity 'idle :model model)))
     (lispm-agents-add-actor agent)
@@ -426,14 +423,14 @@ requests (`lispm-agent--resumed')."
                            (signal (car err) (cdr err))))))
       (setf (lispm-own-agent-buffer agent) buffer)
       (with-current-buffer buffer
-        (setq lispm-agent--session-of agent)
-        (add-hook 'kill-buffer-hook #'lispm-agent--buffer-killed nil t)
-        (add-hook 'org-after-todo-state-change-hook #'lispm-agent--todo-changed nil t)
-        (lispm-agent-mode)))
+        (setq lispm-own-agent--session-of agent)
+        (add-hook 'kill-buffer-hook #'lispm-own-agent--buffer-killed nil t)
+        (add-hook 'org-after-todo-state-change-hook #'lispm-own-agent--todo-changed nil t)
+        (lispm-own-agent-mode)))
     (when resume
-      (lispm-agent--rebuild agent))
+      (lispm-own-agent--rebuild agent))
     (lispm-messages-register agent (if resume
-                                       (lambda (outcome) (lispm-agent--resumed agent outcome))
+                                       (lambda (outcome) (lispm-own-agent--resumed agent outcome))
                                      #'ignore)
                              resume)
     agent))
@@ -467,9 +464,9 @@ or nil."
                      (funcall callback nil)
                      (lispm-run-lisp-abort-actor agent "the turn ended"))))))))
 
-(defun lispm-agent--buffer-killed ()
+(defun lispm-own-agent--buffer-killed ()
   "End the own agent of the buffer being killed, quietly."
-  (when-let* ((agent lispm-agent--session-of))
+  (when-let* ((agent lispm-own-agent--session-of))
     (when (lispm-own-agent-turn agent)
       (lispm-turn-cancel (lispm-own-agent-turn agent))
       ;; Its buffer goes: nothing of the turn is written any more.
@@ -485,7 +482,7 @@ Closed from the agent list (`lispm-agent-close'), retired, or its
 buffer killed: its approvals still awaited are withdrawn, its turn
 ends (nothing of it runs or asks the model any more), its program
 stops, what waited for its turn is dropped, and its session's buffer
-is no agent's any more (`lispm-agent-resume' reopens it).  Its helpers
+is no agent's any more (`lispm-own-agent-resume' reopens it).  Its helpers
 retire too (lispm-helpers.el)."
   (let ((why (format "%s closed" (lispm-actor-name agent))))
     (dolist (approval (lispm-approvals-for-agent agent))
@@ -495,16 +492,16 @@ retire too (lispm-helpers.el)."
       (lispm-turn-end turn))
     (lispm-run-lisp-abort-actor agent why)
     (let ((buffer (lispm-own-agent-buffer agent)))
-      (when (and (buffer-live-p buffer) (eq (lispm-agent-of-session buffer) agent))
-        (lispm-agent-release-session buffer)))))
+      (when (and (buffer-live-p buffer) (eq (lispm-own-agent-of-session buffer) agent))
+        (lispm-own-agent-release-session buffer)))))
 
-(defun lispm-agent--read-folder-and-model ()
+(defun lispm-own-agent--read-folder-and-model ()
   "Read a folder and a model from the user."
   (list (read-directory-name "LispM agent in folder: ")
         (completing-read "Model: " (lispm-model-names) nil t nil nil
                          (lispm-model-default))))
 
-(defun lispm-agent--default-folder ()
+(defun lispm-own-agent--default-folder ()
   "Return the current project's root, or `default-directory'."
   (if-let* ((project (project-current)))
       (project-root project)
@@ -515,20 +512,20 @@ retire too (lispm-helpers.el)."
   "Start LispM's own agent in FOLDER, asking MODEL; show its buffer.
 FOLDER defaults to the current project's root and MODEL to the first
 of `lispm-models'; with a prefix argument, ask for both."
-  (interactive (and current-prefix-arg (lispm-agent--read-folder-and-model)))
-  (let* ((folder (or folder (lispm-agent--default-folder)))
+  (interactive (and current-prefix-arg (lispm-own-agent--read-folder-and-model)))
+  (let* ((folder (or folder (lispm-own-agent--default-folder)))
          (model (or model (lispm-model-default))))
     (lispm-model-get model)
     (unless (file-directory-p folder)
       (user-error "No such folder: %s" folder))
-    (let ((agent (lispm-agent-make
+    (let ((agent (lispm-own-agent-make
                   folder model (lambda (name) (lispm-session-create folder model name)))))
       (when (called-interactively-p 'any)
         (pop-to-buffer (lispm-own-agent-buffer agent)))
       agent)))
 
 ;;;###autoload
-(defun lispm-agent-resume (file)
+(defun lispm-own-agent-resume (file)
   "Reopen the session in FILE, and go on with its history; return the agent.
 Interactively, choose among the sessions, newest first.  The agent
 gets the name the session records, if no one has it: then it goes on
@@ -561,12 +558,12 @@ tools never read or change a file in `lispm-sessions-directory'."
                                         nil t)
                        table)))))
   (if-let* ((open (cl-find-if (lambda (buffer)
-                                (and (lispm-agent-of-session buffer)
+                                (and (lispm-own-agent-of-session buffer)
                                      (equal (buffer-local-value 'lispm-session-file buffer)
                                             file)))
                               (buffer-list))))
       (progn (when (called-interactively-p 'any) (pop-to-buffer open))
-             (lispm-agent-of-session open))
+             (lispm-own-agent-of-session open))
     (let* ((buffer (lispm-session-open file))
            (callers (buffer-local-value 'lispm-session-callers buffer))
            (role (when-let* ((name (buffer-local-value 'lispm-session-role buffer)))
@@ -581,7 +578,7 @@ tools never read or change a file in `lispm-sessions-directory'."
                     (when role (lispm-roles-check role folder))
                     ;; A turn its Emacs ended during says so, before anything runs.
                     (lispm-session-end-cut-turn buffer)
-                    (lispm-agent-make folder model (lambda (_name) buffer)
+                    (lispm-own-agent-make folder model (lambda (_name) buffer)
                                       role (and free recorded) free))))
       (unless agent
         (with-current-buffer buffer
@@ -601,29 +598,29 @@ session is not resumed: it never acts outside its caller's bounds"
 
 ;;; Commands in the session's buffer
 
-(defun lispm-agent--approval-at-point (agent)
+(defun lispm-own-agent--approval-at-point (agent)
   "Return the approval AGENT waits for at point, or nil.
 Point is in a tool call's entry, or in its TODO item."
   (when-let* ((turn (lispm-own-agent-turn agent))
               (id (org-entry-get nil "LISPM_CALL_ID" t)))
     (lispm-own-agent--call-approval turn id)))
 
-(defun lispm-agent--todo-changed ()
+(defun lispm-own-agent--todo-changed ()
   "Decide the approval whose TODO item the user just marked DONE or CANCELLED."
   (defvar org-state)
-  (when-let* ((agent (lispm-agent-of-session))
-              (approval (lispm-agent--approval-at-point agent)))
+  (when-let* ((agent (lispm-own-agent-of-session))
+              (approval (lispm-own-agent--approval-at-point agent)))
     (when (member org-state '("DONE" "CANCELLED"))
       (lispm-approvals-decide approval (equal org-state "CANCELLED")))))
 
-(defun lispm-agent-send-input (&optional deny)
+(defun lispm-own-agent-send-input (&optional deny)
   "Send what was typed at the end of the buffer to the agent.
 On a call that waits for approval, allow it; with a prefix argument
 DENY, deny it with a reason.  Elsewhere in the buffer, do what
 \\[org-ctrl-c-ctrl-c] does."
   (interactive "P")
-  (let* ((agent (lispm-agent--current))
-         (approval (lispm-agent--approval-at-point agent)))
+  (let* ((agent (lispm-own-agent--current))
+         (approval (lispm-own-agent--approval-at-point agent)))
     (cond
      (approval (lispm-approvals-decide approval deny))
      ((< (point) (lispm-session-input-start (current-buffer)))
@@ -633,12 +630,12 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
         (when (string-empty-p (string-trim text))
           (user-error "Type something to send, at the end of the buffer"))
         (lispm-session-take-input (current-buffer))
-        (lispm-agent-send agent text))))))
+        (lispm-own-agent-send agent text))))))
 
-(defun lispm-agent-interrupt ()
+(defun lispm-own-agent-interrupt ()
   "Interrupt the agent's turn: it stops at a condition with restarts."
   (interactive)
-  (let* ((agent (lispm-agent--current))
+  (let* ((agent (lispm-own-agent--current))
          (turn (lispm-own-agent-turn agent)))
     (unless (and turn (lispm-turn-live-p turn))
       (user-error "%s is not in a turn" (lispm-actor-name agent)))
@@ -649,20 +646,20 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
           (message "LispM: %s stops after what runs now" (lispm-actor-name agent))
         (message "LispM: %s's program is stopped" (lispm-actor-name agent))))))
 
-(defun lispm-agent--turn-at-point ()
+(defun lispm-own-agent--turn-at-point ()
   "Return the number of the turn whose heading point is in, or nil."
   (let ((value (org-entry-get nil "LISPM_TURN" t)))
     (and value (string-to-number value))))
 
 ;;;###autoload
-(defun lispm-agent-revert-turn (agent number)
+(defun lispm-own-agent-revert-turn (agent number)
   "Take back everything turn NUMBER of AGENT changed.
 Interactively, the turn point is in, or the last one.  The user's own
 edits since, elsewhere in those files, stay; if the user changed text
 the turn wrote, list the conflicts and change nothing."
   (interactive
-   (let ((agent (lispm-agent--current)))
-     (list agent (or (lispm-agent--turn-at-point)
+   (let ((agent (lispm-own-agent--current)))
+     (list agent (or (lispm-own-agent--turn-at-point)
                      (car (car (lispm-own-agent-turns agent)))
                      (user-error "No turn to revert")))))
   (let* ((turn (cdr (assq number (lispm-own-agent-turns agent))))
@@ -687,31 +684,31 @@ the turn wrote, list the conflicts and change nothing."
        (message "LispM: turn %d not reverted: %s" number (lispm-error-message err))
        (signal (car err) (cdr err))))))
 
-(defvar-keymap lispm-agent-mode-map
+(defvar-keymap lispm-own-agent-mode-map
   :doc "Keys of the own agent's session buffer."
-  "C-c C-c" #'lispm-agent-send-input
-  "C-c C-k" #'lispm-agent-interrupt
-  "C-c C-r" #'lispm-agent-revert-turn)
+  "C-c C-c" #'lispm-own-agent-send-input
+  "C-c C-k" #'lispm-own-agent-interrupt
+  "C-c C-r" #'lispm-own-agent-revert-turn)
 
-(define-minor-mode lispm-agent-mode
+(define-minor-mode lispm-own-agent-mode
   "Minor mode of the buffer of LispM's own agent: its session's document.
-Type at the end and send with \[lispm-agent-send-input] (on a call
+Type at the end and send with \[lispm-own-agent-send-input] (on a call
 that waits for approval, it allows it; with a prefix argument, it
 denies it); interrupt
-with \[lispm-agent-interrupt]; revert the turn at point with
-\[lispm-agent-revert-turn].
+with \[lispm-own-agent-interrupt]; revert the turn at point with
+\[lispm-own-agent-revert-turn].
 
-\{lispm-agent-mode-map}"
+\{lispm-own-agent-mode-map}"
   :lighter " LispM-Agent")
 
 ;;; Compaction
 
-(defun lispm-agent--needs-compaction-p (agent)
+(defun lispm-own-agent--needs-compaction-p (agent)
   "Return non-nil if AGENT's history nears its model's window."
   (let* ((window (lispm-model-window (lispm-own-agent-model agent)))
          (last (cdr (car (lispm-own-agent-turns agent))))
          (used (and last (plist-get (lispm-turn-usage last) :input_tokens))))
-    (and window used (>= used (* lispm-agent-compact-at window)))))
+    (and window used (>= used (* lispm-own-agent-compact-at window)))))
 
 (cl-defstruct (lispm-agent--compaction (:constructor lispm-agent--compaction-make)
                                         (:copier nil))
@@ -721,18 +718,18 @@ with \[lispm-agent-interrupt]; revert the turn at point with
   (then nil :documentation "Called with nil or the error's text, at the end.")
   (error nil :documentation "The message of the condition it stopped at, if any."))
 
-(defun lispm-agent--compacted (agent error-text then)
+(defun lispm-own-agent--compacted (agent error-text then)
   "End AGENT's compaction, with ERROR-TEXT if it failed; call THEN with it."
   ;; The newest usage measured the history before this: forget it, or
   ;; the next turn would compact again.
   (when-let* ((last (cdr (car (lispm-own-agent-turns agent)))))
     (setf (lispm-turn-usage last) nil))
   (setf (lispm-own-agent-compacting agent) nil)
-  (lispm-agent--set-activity agent 'idle)
+  (lispm-agents-set-activity agent 'idle)
   (when error-text
     (message "LispM: compaction of %s failed: %s" (lispm-actor-name agent) error-text))
   (when then (funcall then error-text))
-  (run-at-time 0 nil #'lispm-agent--next agent))
+  (run-at-time 0 nil #'lispm-own-agent--next agent))
 
 (cl-defmethod lispm-turn-report ((sink lispm-agent--compaction) turn
                                  (_what (eql stopped)))
@@ -744,7 +741,7 @@ Its condition's message is SINK's error."
 (cl-defmethod lispm-turn-report ((sink lispm-agent--compaction) turn (_what (eql end)))
   "Put the summary TURN answered in place of the older history SINK names."
   (let ((agent (lispm-agent--compaction-agent sink)))
-    (lispm-agent--compacted
+    (lispm-own-agent--compacted
      agent
      (or (lispm-agent--compaction-error sink)
          (condition-case err
@@ -756,15 +753,15 @@ Its condition's message is SINK's error."
            (lispm-error (lispm-error-message err))))
      (lispm-agent--compaction-then sink))))
 
-(defun lispm-agent--compact (agent &optional then)
+(defun lispm-own-agent--compact (agent &optional then)
   "Compact the history of AGENT; then call THEN with nil or an error.
 The summary is the answer of a turn offered no tools, whose sink is a
 `lispm-agent--compaction'."
   (let* ((buffer (lispm-own-agent-buffer agent))
          (source (lispm-session-compaction-source buffer)))
     (if (< (or (plist-get source :upto) 0) 1)
-        (lispm-agent--compacted agent "there are no older turns to summarise" then)
-      (lispm-agent--set-activity agent 'thinking)
+        (lispm-own-agent--compacted agent "there are no older turns to summarise" then)
+      (lispm-agents-set-activity agent 'thinking)
       (setf (lispm-own-agent-compacting agent) t)
       (setf (lispm-own-agent-compacting agent)
             (lispm-turn-start
@@ -772,7 +769,7 @@ The summary is the answer of a turn offered no tools, whose sink is a
              (list (list :role "user"
                          :content (concat "Conversation to summarise:\n\n"
                                           (plist-get source :text))))
-             :system (lambda () lispm-agent-compact-prompt)
+             :system (lambda () lispm-own-agent-compact-prompt)
              :offered nil
              :sink (lispm-agent--compaction-make :agent agent :then then
                                                  :upto (plist-get source :upto))))
@@ -781,14 +778,14 @@ The summary is the answer of a turn offered no tools, whose sink is a
         (setf (lispm-own-agent-compacting agent) nil)))))
 
 ;;;###autoload
-(defun lispm-agent-compact (agent)
+(defun lispm-own-agent-compact (agent)
   "Compact the session of AGENT, up to its last turn.
 The summary is a heading you can read and edit; the old turns stay in
 the file, archived, and in git."
-  (interactive (list (lispm-agent--current)))
-  (when (lispm-agent-busy-p agent)
+  (interactive (list (lispm-own-agent--current)))
+  (when (lispm-own-agent-busy-p agent)
     (user-error "%s is busy; compact once the turn is over" (lispm-actor-name agent)))
-  (lispm-agent--compact agent (lambda (error-text)
+  (lispm-own-agent--compact agent (lambda (error-text)
                                 (unless error-text
                                   (message "LispM: %s's older turns are summarised"
                                            (lispm-actor-name agent))))))
@@ -971,7 +968,7 @@ If it changed files in this Emacs, show their diff too."
         (cons "Revert this turn"
               (lambda ()
                 (pcase-let ((`(,session ,number) (lispm-own-agent--split-ref id 2)))
-                  (lispm-agent-revert-turn
+                  (lispm-own-agent-revert-turn
                    (or (lispm-own-agent--of-session-id session)
                        (user-error "No agent has session %s open" session))
                    number))))))
@@ -993,7 +990,7 @@ If it changed files in this Emacs, show their diff too."
     (list (cons "Message it"
                 (lambda ()
                   (let ((agent (lispm-agents-presented name)))
-                    (lispm-agent-send agent (lispm-own-agent--read-message name))))))))
+                    (lispm-own-agent-send agent (lispm-own-agent--read-message name))))))))
 
 ;;; Presentations in the session's buffer, at display time
 
@@ -1161,7 +1158,7 @@ The turn keeps its current step's outcomes; its trace, every step's."
 
 (cl-defmethod lispm-inspect-waiting-requests ((agent lispm-own-agent))
   "Return the ids of the requests AGENT waits on."
-  (lispm-agent-waiting-requests agent))
+  (lispm-own-agent-waiting-requests agent))
 
 (cl-defmethod lispm-inspect-insert ((agent lispm-own-agent) (_part (eql 'waiting)))
   "Insert each tool call of the turn AGENT has under way."
@@ -1209,10 +1206,19 @@ The turn keeps its current step's outcomes; its trace, every step's."
 (cl-defmethod lispm-inspect-revert ((agent lispm-own-agent) number)
   "Revert turn NUMBER of AGENT, once the user agrees."
   (when (yes-or-no-p (format "Revert turn %d of %s? " number (lispm-actor-name agent)))
-    (lispm-agent-revert-turn agent number)))
+    (lispm-own-agent-revert-turn agent number)))
 
 ;; A turn may end with its agent's activity as it was.
-(add-hook 'lispm-agent-turn-end-functions #'lispm-inspect-changed)
+(add-hook 'lispm-own-agent-turn-end-functions #'lispm-inspect-changed)
+
+;;; The short names
+
+;; The own agent's commands are `lispm-own-agent-...'; these three were
+;; named `lispm-agent-...' before it had a prefix of its own, and are
+;; kept for the hands that learnt them (README names both).
+(defalias 'lispm-agent-resume #'lispm-own-agent-resume)
+(defalias 'lispm-agent-revert-turn #'lispm-own-agent-revert-turn)
+(defalias 'lispm-agent-compact #'lispm-own-agent-compact)
 
 (provide 'lispm-own-agent)
 ;;; lispm-own-agent.el ends here

@@ -127,9 +127,9 @@
 
 ;; LispM's own agent loads Org with its first session, so only when used.
 (autoload 'lispm-agent "lispm-own-agent" "Start LispM's own agent." t)
-(autoload 'lispm-agent-resume "lispm-own-agent" "Reopen a session of LispM's own agent." t)
-(autoload 'lispm-agent-revert-turn "lispm-own-agent" "Take back what a turn changed." t)
-(autoload 'lispm-agent-compact "lispm-own-agent" "Summarise a session's older turns." t)
+(autoload 'lispm-own-agent-resume "lispm-own-agent" "Reopen a session of LispM's own agent." t)
+(autoload 'lispm-own-agent-revert-turn "lispm-own-agent" "Take back what a turn changed." t)
+(autoload 'lispm-own-agent-compact "lispm-own-agent" "Summarise a session's older turns." t)
 ;; The inspector is an Org buffer: Org loads with the first one.
 (autoload 'lispm-inspect "lispm-inspect" "Show an agent whole, in its inspector." t)
 ;;;###autoload

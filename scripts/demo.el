@@ -76,7 +76,7 @@ of its buffer, once the approval is decided."
   (when-let* ((window (get-buffer-window (lispm-own-agent-buffer agent))))
     (select-window window)
     (goto-char (point-max)))
-  (lispm-agent-send agent lispm-demo-own-prompt)
+  (lispm-own-agent-send agent lispm-demo-own-prompt)
   (lispm-demo--show-approval agent))
 
 ;;; Approvals

@@ -19,7 +19,7 @@
 ;;         side by side, each in a new session of a new own agent.  A
 ;;         round's cost is the Emacs process's CPU time (`current-cpu-time',
 ;;         clock(3): user + system, in microseconds) from just before
-;;         `lispm-agent-send' to the done event reaching the turn
+;;         `lispm-own-agent-send' to the done event reaching the turn
 ;;         (`lispm-turn--answered'), minus nothing.  The answer is checked
 ;;         whole: the turn's text is the gateway's text, character for
 ;;         character, and the session buffer holds it.  Prints one JSON
@@ -39,7 +39,7 @@
 ;;         JSON array of strings): one untimed turn of each, then
 ;;         ROUNDS rounds of one turn of each, in the order given, each
 ;;         in a new session of a new own agent.  A turn's wall time runs
-;;         from just before `lispm-agent-send' to `lispm-turn--finish'.
+;;         from just before `lispm-own-agent-send' to `lispm-turn--finish'.
 ;;         Prints one JSON line {"case": "turns", "turns": [{"prompt",
 ;;         "wall_ms", "answer"}...]} of the timed turns, "answer" the
 ;;         turn's last text.
@@ -127,8 +127,8 @@
   (let ((agent (lispm-agent agent-bench-folder "scripted")))
     (setq agent-bench--answered nil agent-bench--answers nil agent-bench--sent nil
           agent-bench--finished nil agent-bench--started (float-time))
-    (lispm-agent-send agent text)
-    (agent-bench--wait (lambda () (not (lispm-agent-busy-p agent))) timeout text)
+    (lispm-own-agent-send agent text)
+    (agent-bench--wait (lambda () (not (lispm-own-agent-busy-p agent))) timeout text)
     (unless (eq (lispm-turn-state (agent-bench--turn agent)) 'done)
       (error "The turn for %S ended %s: %S" text
              (lispm-turn-state (agent-bench--turn agent))
@@ -160,10 +160,10 @@
          (gcs gcs-done)
          (gc gc-elapsed))
     (setq agent-bench--answered nil)
-    (lispm-agent-send agent (format "Stream %d characters" size))
+    (lispm-own-agent-send agent (format "Stream %d characters" size))
     (agent-bench--wait (lambda () agent-bench--answered) 300 "the answer")
     (let ((answered agent-bench--answered))
-      (agent-bench--wait (lambda () (not (lispm-agent-busy-p agent))) 60 "the turn's end")
+      (agent-bench--wait (lambda () (not (lispm-own-agent-busy-p agent))) 60 "the turn's end")
       (let* ((turn (agent-bench--turn agent))
              (answer (plist-get (car (last (lispm-turn-messages turn))) :content)))
         (unless (eq (lispm-turn-state turn) 'done)

@@ -157,7 +157,7 @@ async def forty_files(context: Context) -> list[Metric]:
                f"median wall time of the run_lisp turn over the read_file turn's, "
                f"{ROUNDS} rounds side by side; {setting}"),
         Metric("run_lisp_40_files_program_turn_ms", median(program_ms), "ms",
-               note=f"the run_lisp turn, median of {ROUNDS}, from lispm-agent-send to "
+               note=f"the run_lisp turn, median of {ROUNDS}, from lispm-own-agent-send to "
                f"the turn's end ({spread(program_ms, digits=0)})"),
         Metric("run_lisp_40_files_read_file_turn_ms", median(calls_ms), "ms",
                note=f"the turn of {FILES} read_file calls, the same way "

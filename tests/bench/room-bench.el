@@ -115,8 +115,8 @@
 (defun room-bench--turn-done (agent text)
   "Give AGENT TEXT and wait for its turn to end well."
   (setq room-bench--answered nil)
-  (lispm-agent-send agent text)
-  (room-bench--wait (lambda () (and room-bench--answered (not (lispm-agent-busy-p agent))))
+  (lispm-own-agent-send agent text)
+  (room-bench--wait (lambda () (and room-bench--answered (not (lispm-own-agent-busy-p agent))))
                     60 text)
   (let ((turn (cdar (lispm-own-agent-turns agent))))
     (unless (eq (lispm-turn-state turn) 'done)

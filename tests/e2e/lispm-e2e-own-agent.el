@@ -32,7 +32,7 @@
   "Two edits in one turn, the user typing in between: one undo, one edit."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
     (let ((buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))))
-      (lispm-agent-send agent "Make two edits to todo.txt")
+      (lispm-own-agent-send agent "Make two edits to todo.txt")
       (lispm-e2e-own-approve)
       (lispm-e2e-wait (lambda () (with-current-buffer buffer
                                    (string-search "FIRST" (buffer-string))))
@@ -48,7 +48,7 @@
       (with-current-buffer (lispm-own-agent-buffer agent)
         (goto-char (point-max))
         (should (re-search-backward "^\\*+ TODO " nil t))
-        (lispm-agent-send-input))
+        (lispm-own-agent-send-input))
       (lispm-e2e-own-settle agent)
       (with-current-buffer (lispm-own-agent-buffer agent)
         (should (= 2 (how-many "^\\*+ DONE " (point-min) (point-max)))))
@@ -80,7 +80,7 @@ is a conflict, and nothing changes."
       (with-current-buffer (find-file-noselect notes)
         (goto-char (point-max))
         (insert ";; the user's own line\n"))
-      (lispm-agent-revert-turn agent (car (car (lispm-own-agent-turns agent))))
+      (lispm-own-agent-revert-turn agent (car (car (lispm-own-agent-turns agent))))
       (should-not (file-exists-p created))
       (should (equal (with-current-buffer (find-file-noselect todo) (buffer-string))
                      todo-before))
@@ -95,7 +95,7 @@ is a conflict, and nothing changes."
         (should (search-forward "AGENT-LINE" nil t))
         (replace-match "USER-CHANGED"))
       (let ((before (with-current-buffer todo (buffer-string))))
-        (should-error (lispm-agent-revert-turn agent (car (car (lispm-own-agent-turns agent))))
+        (should-error (lispm-own-agent-revert-turn agent (car (car (lispm-own-agent-turns agent))))
                       :type 'lispm-revert-conflict)
         (should (equal (with-current-buffer todo (buffer-string)) before))
         (should (file-exists-p (lispm-e2e-own-file "project" "new-file.txt")))))))
@@ -105,7 +105,7 @@ is a conflict, and nothing changes."
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()
   "An edit denied with a reason: the model reads the reason; the turn goes on."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
-    (lispm-agent-send agent "Edit todo.txt if allowed")
+    (lispm-own-agent-send agent "Edit todo.txt if allowed")
     (lispm-e2e-own-approve t "not that file today")
     (let ((turn (lispm-e2e-own-settle agent)))
       (should (eq (lispm-turn-state turn) 'done))
@@ -147,7 +147,7 @@ is a conflict, and nothing changes."
       (should (eq (lispm-turn-state turn) 'aborted))
       (with-current-buffer (find-file-noselect (lispm-e2e-own-file "project" "todo.txt"))
         (should (string-search "KEPT-EDIT" (buffer-string))))
-      (should-not (lispm-agent-busy-p agent)))))
+      (should-not (lispm-own-agent-busy-p agent)))))
 
 ;;; 6: sessions in git, resumed by a new Emacs
 
@@ -186,13 +186,13 @@ is a conflict, and nothing changes."
                         lispm-sessions-directory ,(lispm-e2e-dir "sessions/")
                         lispm-policy-roles ',lispm-e2e-own-trusting)
                   (setenv "LISPM_E2E_KEY" "not-a-real-key")
-                  (let ((agent (lispm-agent-resume ,file)))
-                    (lispm-agent-send agent "What is my name?")
+                  (let ((agent (lispm-own-agent-resume ,file)))
+                    (lispm-own-agent-send agent "What is my name?")
                     (let ((deadline (+ (float-time) 60)))
-                      (while (and (lispm-agent-busy-p agent) (< (float-time) deadline))
+                      (while (and (lispm-own-agent-busy-p agent) (< (float-time) deadline))
                         (accept-process-output nil 0.05)))
                     (lispm-sessions-wait-for-commits 30)
-                    (kill-emacs (if (lispm-agent-busy-p agent) 1 0))))
+                    (kill-emacs (if (lispm-own-agent-busy-p agent) 1 0))))
                (current-buffer)))
       (should (= 0 (call-process (or (getenv "EMACS") "emacs") nil (list :file output) nil
                                  "--batch" "-Q" "-L" (expand-file-name "elisp" default-directory)
@@ -212,8 +212,8 @@ is a conflict, and nothing changes."
     (lispm-e2e-own-send agent "Tell me another long story")
     (let ((before (length (lispm-e2e-own-body
                            (car (last (lispm-e2e-own-requests "another long story")))))))
-      (lispm-agent-compact agent)
-      (lispm-e2e-wait (lambda () (not (lispm-agent-busy-p agent))) 30 "the compaction")
+      (lispm-own-agent-compact agent)
+      (lispm-e2e-wait (lambda () (not (lispm-own-agent-busy-p agent))) 30 "the compaction")
       (with-current-buffer (lispm-own-agent-buffer agent)
         (should (string-search "Summary" (buffer-string))))
       (lispm-e2e-own-send agent "After the summary")
@@ -226,7 +226,7 @@ is a conflict, and nothing changes."
 (ert-deftest lispm-e2e-own-kill-buffer-mid-stream ()
   "Killing the buffer mid-stream signals nothing; the gateway sees the cancel."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
-    (lispm-agent-send agent "Stream slowly now")
+    (lispm-own-agent-send agent "Stream slowly now")
     (let ((buffer (lispm-own-agent-buffer agent)))
       (lispm-e2e-wait (lambda () (with-current-buffer buffer
                                    (string-search "slowly streaming" (buffer-string))))
@@ -312,14 +312,14 @@ is a conflict, and nothing changes."
       (should (equal (plist-get listed :kind) "lispm"))
       (should (equal (plist-get listed :role) "default"))
       (should (equal (plist-get listed :activity) "idle")))
-    (lispm-agent-send agent "Stream slowly now")
+    (lispm-own-agent-send agent "Stream slowly now")
     (let ((buffer (lispm-own-agent-buffer agent)))
       (lispm-e2e-wait (lambda () (with-current-buffer buffer
                                    (string-search "slowly streaming" (buffer-string))))
                       30 "the first streamed words")
       (should (eq (lispm-actor-activity agent) 'thinking))
       (with-current-buffer buffer
-        (call-interactively (keymap-lookup lispm-agent-mode-map "C-c C-k")))
+        (call-interactively (keymap-lookup lispm-own-agent-mode-map "C-c C-k")))
       (let ((turn (cdr (car (lispm-own-agent-turns agent)))))
         (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted))
         (lispm-turn-restart turn 'abort)
@@ -330,7 +330,7 @@ is a conflict, and nothing changes."
 (ert-deftest lispm-e2e-own-computes-with-eval-elisp ()
   "It defines a recursive function with an approved eval_elisp, and calls it."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
-    (lispm-agent-send agent "What is the 30th Fibonacci number? Compute it, don't recall it.")
+    (lispm-own-agent-send agent "What is the 30th Fibonacci number? Compute it, don't recall it.")
     (lispm-e2e-own-approve)
     (lispm-e2e-own-approve)
     (let ((turn (lispm-e2e-own-settle agent)))
@@ -344,7 +344,7 @@ is a conflict, and nothing changes."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
     (unwind-protect
         (progn
-          (lispm-agent-send agent "Make yourself a shout tool and use it")
+          (lispm-own-agent-send agent "Make yourself a shout tool and use it")
           (lispm-e2e-own-approve)
           (let ((turn (lispm-e2e-own-settle agent)))
             (should (eq (lispm-turn-state turn) 'done))
@@ -364,7 +364,7 @@ is a conflict, and nothing changes."
           (file (lispm-e2e-own-file "project" ".lispm/skills/greeter.org")))
       (unwind-protect
           (progn
-            (lispm-agent-send agent "Write yourself a skill that greets")
+            (lispm-own-agent-send agent "Write yourself a skill that greets")
             (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30
                             "the approval of write_skill")
             (let ((target (lispm-approval-target (car (lispm-approvals-pending)))))

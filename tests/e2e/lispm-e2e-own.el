@@ -60,7 +60,7 @@ PROJECT names a project folder of the run; POLICY is `lispm-policy-roles'."
 
 (defun lispm-e2e-own-send (agent text)
   "Give AGENT TEXT and wait until its turn is over (or stopped)."
-  (lispm-agent-send agent text)
+  (lispm-own-agent-send agent text)
   (lispm-e2e-own-settle agent))
 
 (defun lispm-e2e-own-settle (agent)

@@ -50,10 +50,10 @@ both sessions' files."
     ;; A first turn each, so that both sessions are on disk.
     (lispm-e2e-own-send asker "Hello.")
     (lispm-e2e-own-send asked "Hello.")
-    (lispm-agent-send asked "Work very slowly, please.")
+    (lispm-own-agent-send asked "Work very slowly, please.")
     (lispm-e2e-wait (lambda () (eq (lispm-actor-activity asked) 'thinking)) 30
                     "emacs-2 to be busy")
-    (lispm-agent-send asker "Ask emacs-2 for the magic word, please.")
+    (lispm-own-agent-send asker "Ask emacs-2 for the magic word, please.")
     (lispm-e2e-wait (lambda () (lispm-e2e-room-restart--file-has (funcall file asker)
                                                                  ":LISPM_REQUEST:"))
                     60 "the request in emacs's session file")
@@ -98,14 +98,14 @@ both sessions' files."
   "Emacs killed while emacs waits on emacs-2; reopened, emacs-2 answers into the call."
   (let* ((ready (lispm-e2e-room-restart--first-life))
          (_ (lispm-e2e-room-restart--setup))
-         (asker (lispm-agent-resume (plist-get ready :asker))))
+         (asker (lispm-own-agent-resume (plist-get ready :asker))))
     (lispm-e2e-begin)
     (should (equal (plist-get ready :names) '("emacs" "emacs-2")))
     (should (equal (lispm-actor-name asker) "emacs"))
     ;; It waits again, before the asked agent is back.
     (lispm-e2e-wait (lambda () (eq (lispm-actor-activity asker) 'waiting-for-reply)) 30
                     "emacs to wait again")
-    (let ((asked (lispm-agent-resume (plist-get ready :asked))))
+    (let ((asked (lispm-own-agent-resume (plist-get ready :asked))))
       (should (equal (lispm-actor-name asked) "emacs-2"))
       (lispm-e2e-wait (lambda () (eq (lispm-actor-activity asker) 'idle)) 90
                       "emacs's call to complete and its turn to end")

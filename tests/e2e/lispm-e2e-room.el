@@ -115,7 +115,7 @@ With STATE, only one in that state (\"open\", \"answered\", ...)."
             (progn
               (should (equal (lispm-actor-name other) "emacs-2"))
               (setq timer (run-at-time 0.1 0.1 (lambda () (cl-incf ticks))))
-              (lispm-agent-send agent "Ask codex and emacs-2 together, please.")
+              (lispm-own-agent-send agent "Ask codex and emacs-2 together, please.")
               (lispm-e2e-wait (lambda () (eq (lispm-actor-activity agent) 'waiting-for-reply))
                               60 "the agent to wait for replies")
               ;; While both work, the user types and the timer ticks.
@@ -150,7 +150,7 @@ With STATE, only one in that state (\"open\", \"answered\", ...)."
   (lispm-e2e-own-with (agent "project" lispm-e2e-room-policy)
     (let ((other (lispm-agent (lispm-e2e-project "project"))))
       (unwind-protect
-          (let ((turn (progn (lispm-agent-send agent "Ask emacs-2 something it must check with you.")
+          (let ((turn (progn (lispm-own-agent-send agent "Ask emacs-2 something it must check with you.")
                              (lispm-e2e-wait (lambda () (lispm-e2e-room--request "emacs" "emacs-2"))
                                              30 "the request to emacs-2")
                              (lispm-e2e-own-settle agent))))
@@ -211,7 +211,7 @@ With STATE, only one in that state (\"open\", \"answered\", ...)."
   (let ((asked 0))
     (lispm-e2e-room--counting-approvals asked
       (lispm-e2e-own-with (agent "project" lispm-e2e-room-no-shell)
-        (let ((turn (progn (lispm-agent-send agent "Get a tester to run the tests, please.")
+        (let ((turn (progn (lispm-own-agent-send agent "Get a tester to run the tests, please.")
                            (lispm-e2e-own-settle agent))))
           (should (eq (lispm-turn-state turn) 'done))
           (should (= asked 0))

@@ -89,7 +89,7 @@
 (defun lispm-e2e-run-lisp--edit-two (agent)
   "Have AGENT's program edit two files: allow the first, deny the second.
 Return the turn, once it is over."
-  (lispm-agent-send agent "Edit both files in one program")
+  (lispm-own-agent-send agent "Edit both files in one program")
   (lispm-e2e-own-approve)
   (lispm-e2e-own-approve t "notes.el stays as it is")
   (lispm-e2e-own-settle agent))
@@ -201,7 +201,7 @@ under the run_lisp call; the turn's revert takes the first edit back."
       (lispm-turn-restart turn 'abort)
       (should (eq (lispm-turn-state turn) 'aborted))
       (should-not (lispm-run-lisp-running agent))
-      (should-not (lispm-agent-busy-p agent)))))
+      (should-not (lispm-own-agent-busy-p agent)))))
 
 (ert-deftest lispm-e2e-run-lisp-sleep-loop-refused ()
   "A loop that would sleep, or catch everything, is refused before it runs."
@@ -229,7 +229,7 @@ under the run_lisp call; the turn's revert takes the first edit back."
           (progn
             ;; Read when the program starts: it could loop for minutes.
             (let ((lispm-lisp-default-fuel 1000000000))
-              (lispm-agent-send agent "Count to a billion")
+              (lispm-own-agent-send agent "Count to a billion")
               (setq run (lispm-e2e-run-lisp--wait-running agent)))
             (setq ticks 0)
             (lispm-e2e-wait (lambda () (>= ticks 10)) 30 "ten ticks of a 10 ms timer")
@@ -250,13 +250,13 @@ under the run_lisp call; the turn's revert takes the first edit back."
       (should (eq (lispm-turn-state turn) 'aborted)))))
 
 (ert-deftest lispm-e2e-run-lisp-interrupt-stops-a-program ()
-  "`lispm-agent-interrupt' in the session stops a program that computes."
+  "`lispm-own-agent-interrupt' in the session stops a program that computes."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((lispm-lisp-default-fuel 1000000000))
-      (lispm-agent-send agent "Count to a billion")
+      (lispm-own-agent-send agent "Count to a billion")
       (lispm-e2e-run-lisp--wait-running agent))
     (with-current-buffer (lispm-own-agent-buffer agent)
-      (call-interactively (keymap-lookup lispm-agent-mode-map "C-c C-k")))
+      (call-interactively (keymap-lookup lispm-own-agent-mode-map "C-c C-k")))
     (let ((turn (lispm-e2e-own-settle agent)))
       (should-not (lispm-run-lisp-running agent))
       (should (eq (lispm-turn-state turn) 'stopped))

@@ -121,7 +121,7 @@ The turn stops at `lispm-turn-tool-failed'; abort ends it."
           (progn
             ;; The program's fuel is the option's value when it starts.
             (let ((lispm-lisp-default-fuel 1000000000))
-              (lispm-agent-send agent "Count forever in Lisp")
+              (lispm-own-agent-send agent "Count forever in Lisp")
               (setq run (car (lispm-e2e-tty-wait (lambda () (lispm-run-lisp-running agent))
                                                  60 "the program to run"))))
             (let* ((turn (cdr (car (lispm-own-agent-turns agent))))
@@ -192,7 +192,7 @@ twice that on a busy machine): that pause is Emacs's, whatever runs."
       (global-set-key [f5] #'lispm-e2e-tty-note-key)
       (unwind-protect
           (progn
-            (lispm-agent-send agent "Hostile programs")
+            (lispm-own-agent-send agent "Hostile programs")
             (let ((turn (lispm-e2e-tty-wait
                          (lambda () (cdr (car (lispm-own-agent-turns agent)))) 30 "the turn")))
               (while (lispm-turn-live-p turn)

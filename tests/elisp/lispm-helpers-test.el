@@ -106,7 +106,7 @@ notes.el), and `user' a folder of the user's roles."
 
 (defun lispm-helpers-test--own-agent (folder &optional role)
   "Make an own agent of ROLE (default the default role) in FOLDER; return it."
-  (lispm-agent-make folder "scripted-2"
+  (lispm-own-agent-make folder "scripted-2"
                        (lambda (name) (lispm-session-create folder "scripted-2" name))
                        role))
 
@@ -188,7 +188,7 @@ Wait for it, 5 seconds at most."
            (claude (lispm-test-add-agent :kind 'claude :name "claude" :folder folder))
            (asked (lispm-helpers-test--start "reviewer" claude))
            (unasked (lispm-helpers-test--start "tester" claude)))
-      (lispm-agent-send asked "Hold on.")
+      (lispm-own-agent-send asked "Hold on.")
       (should (lispm-own-agent-turns asked))
       ;; One that was given something is not retired so.
       (lispm-helpers--retire-if-unasked asked)
@@ -307,7 +307,7 @@ Wait for it, 5 seconds at most."
                          "{\"path\": \"notes.el\", \"old\": \"1\", \"new\": \"2\"}")
                         '(:type "done"))
                   '((:type "text" :text "It looks fine.") (:type "done"))))
-      (lispm-agent-send helper "[Request R1 from claude]\nPlease review notes.el for me.")
+      (lispm-own-agent-send helper "[Request R1 from claude]\nPlease review notes.el for me.")
       (should (lispm-helpers-test--until (lambda () (not (lispm-agent-live-p helper)))))
       ;; Two model requests, neither offering a tool outside the role.
       (should (= (length lispm-test-model-requests) 2))
@@ -336,17 +336,17 @@ Wait for it, 5 seconds at most."
            (helper (lispm-helpers-test--start "reviewer" claude))
            (buffer (lispm-own-agent-buffer helper)))
       (switch-to-buffer buffer)
-      (lispm-agent-send helper "Review notes.el.")
+      (lispm-own-agent-send helper "Review notes.el.")
       (should (lispm-helpers-test--until (lambda () (not (lispm-agent-live-p helper)))))
       ;; Shown: it stays, no longer an agent's; reopening it shows it
       ;; read-only: a helper never acts without its caller.
       (should (buffer-live-p buffer))
-      (should-not (lispm-agent-of-session buffer))
+      (should-not (lispm-own-agent-of-session buffer))
       (should-not (buffer-modified-p buffer))
       (should (string-search "Nothing more." (lispm-helpers-test--text buffer)))
-      (should-not (lispm-agent-resume (buffer-local-value 'lispm-session-file buffer)))
+      (should-not (lispm-own-agent-resume (buffer-local-value 'lispm-session-file buffer)))
       (should (buffer-local-value 'buffer-read-only buffer))
-      (should-not (lispm-agent-of-session buffer)))))
+      (should-not (lispm-own-agent-of-session buffer)))))
 
 (ert-deftest lispm-helpers-test-the-users-helper-does-not-retire ()
   (lispm-helpers-test--with
@@ -358,9 +358,9 @@ Wait for it, 5 seconds at most."
         (should (equal (lispm-actor-folder agent) folder))
         (should (string-search "started by the user"
                                (lispm-helpers-test--text (lispm-own-agent-buffer agent))))
-        (lispm-agent-send agent "Hello.")
+        (lispm-own-agent-send agent "Hello.")
         (should (lispm-helpers-test--until (lambda () (= (length lispm-test-model-requests) 1))))
-        (should (lispm-helpers-test--until (lambda () (not (lispm-agent-busy-p agent)))))
+        (should (lispm-helpers-test--until (lambda () (not (lispm-own-agent-busy-p agent)))))
         ;; Past the turn's end and the timer a helper would retire from.
         (accept-process-output nil 0.05)
         (should (lispm-agent-live-p agent))
@@ -477,10 +477,10 @@ Wait for it, 5 seconds at most."
         (should (string-match-p "^#\\+LISPM_CALLERS: tester emacs$" text)))
       (lispm-agent-close emacs)
       (should-not (lispm-agent-live-p reviewer))
-      (should-not (lispm-agent-resume file))
+      (should-not (lispm-own-agent-resume file))
       (let ((buffer (find-buffer-visiting file)))
         (should (buffer-local-value 'buffer-read-only buffer))
-        (should-not (lispm-agent-of-session buffer))
+        (should-not (lispm-own-agent-of-session buffer))
         ;; Its header line says why, naming its role and callers.
         (should (string-search "reviewer was a helper (role reviewer) of tester, then emacs"
                                (buffer-local-value 'header-line-format buffer)))
@@ -489,10 +489,10 @@ Wait for it, 5 seconds at most."
           (let ((inhibit-read-only t))
             (goto-char (point-max))
             (insert "Go on, with edits."))
-          (should-error (lispm-agent-send-input) :type 'user-error))
+          (should-error (lispm-own-agent-send-input) :type 'user-error))
         (should-not lispm-test-model-requests)
         ;; Nor again: it reopens read-only, whoever is live now.
-        (should-not (lispm-agent-resume file))
+        (should-not (lispm-own-agent-resume file))
         (should-not (lispm-agent-get "reviewer"))))))
 
 (ert-deftest lispm-helpers-test-the-users-helper-resumes-with-its-role ()
@@ -506,7 +506,7 @@ Wait for it, 5 seconds at most."
       (when (buffer-live-p buffer)
         (with-current-buffer buffer (set-buffer-modified-p nil))
         (kill-buffer buffer))
-      (let ((again (lispm-agent-resume file)))
+      (let ((again (lispm-own-agent-resume file)))
         (should again)
         (should (eq (lispm-actor-role again) 'reviewer))))))
 
@@ -562,7 +562,7 @@ each decides through `lispm-approvals-decide'."
                           '(:type "done"))
                     (list (lispm-helpers-test--call-event "e2" "run_shell" "{\"command\": \"true\"}")
                           '(:type "done"))))
-        (lispm-agent-send emacs "Run it twice.")
+        (lispm-own-agent-send emacs "Run it twice.")
         ;; Its own call's TODO item, set to DONE.
         (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 1))))
         (let ((first (lispm-approval-id (car (lispm-approvals-pending)))))
@@ -578,7 +578,7 @@ each decides through `lispm-approvals-decide'."
           (with-current-buffer buffer
             (goto-char (point-min))
             (re-search-forward "^\\*\\{4\\} TODO ")
-            (lispm-agent-send-input t))
+            (lispm-own-agent-send-input t))
           (should (equal (car decided) (list second t))))
         ;; A helper's approval, in its caller's session: C-c C-c on it.
         (lispm-calls-invoke tester "run_shell" '(:command "true") #'ignore)
@@ -631,9 +631,9 @@ asked again; the session's buffer is no agent's, and takes no input."
                   (list (lispm-helpers-test--call-event
                          "x2" "run_shell" (format "{\"command\": \"touch %s\"}" mine))
                         '(:type "done"))))
-      (lispm-agent-send emacs "Run make check.")
+      (lispm-own-agent-send emacs "Run make check.")
       (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 1))))
-      (lispm-agent-send tester "[Request R1 from emacs]\nRun the tests.")
+      (lispm-own-agent-send tester "[Request R1 from emacs]\nRun the tests.")
       (should (lispm-helpers-test--until (lambda () (= (lispm-approvals-count) 2))))
       (let ((approvals (lispm-approvals-pending))
             (asked (length lispm-test-model-requests)))
@@ -642,7 +642,7 @@ asked again; the session's buffer is no agent's, and takes no input."
         (accept-process-output nil 0.1)
         (lispm-helpers-test--until (lambda () nil) 0.2)
         ;; Both turns are over, and no model was asked again.
-        (should-not (lispm-agent-busy-p emacs))
+        (should-not (lispm-own-agent-busy-p emacs))
         (should-not (lispm-agent-live-p tester))
         (should (= (length lispm-test-model-requests) asked))
         ;; Nothing waits, and allowing what waited runs nothing.
@@ -665,8 +665,8 @@ asked again; the session's buffer is no agent's, and takes no input."
                              (lispm-helpers-test--text emacs-buffer)))
       ;; The closed agent's session stays, no agent's: it takes no input.
       (should (buffer-live-p emacs-buffer))
-      (should-not (lispm-agent-of-session emacs-buffer))
-      (should-error (lispm-agent-send emacs "Go on.") :type 'user-error)
+      (should-not (lispm-own-agent-of-session emacs-buffer))
+      (should-error (lispm-own-agent-send emacs "Go on.") :type 'user-error)
       (should (= (length lispm-test-model-requests) 2)))))
 
 (ert-deftest lispm-helpers-test-a-caller-chain-denial-names-the-caller ()

@@ -281,7 +281,7 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
   (lispm-inspect-test--with
     (let* ((codex (lispm-test-add-agent :kind 'codex :folder folder :name "codex"
                                         :state 'running :activity 'idle))
-           (agent (lispm-agent-make folder "scripted"
+           (agent (lispm-own-agent-make folder "scripted"
                                     (lambda (name) (lispm-session-create folder "scripted" name))))
            (name (lispm-actor-name agent))
            (session (buffer-local-value 'lispm-session-id (lispm-own-agent-buffer agent)))
@@ -308,7 +308,7 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
         (should (string-search "- File: [[file:" text))
         (should (string-match-p "Turns of this Emacs (0)" text)))
       ;; A turn: its edit waits for an approval, shown as the call's state.
-      (lispm-agent-send agent "change a.txt")
+      (lispm-own-agent-send agent "change a.txt")
       (should (lispm-inspect-test--shows
                buffer (regexp-quote (format "[[lispm:call:%s/1/c1][edit_file c1]]: waits for approval [[lispm:approval:A1][A1]]" session))))
       (should (string-search "[[lispm:approval:A1][A1]] edit" (lispm-inspect-test--text buffer)))

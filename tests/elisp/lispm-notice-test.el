@@ -73,8 +73,8 @@ CALLER, if non-nil, makes it a helper of that actor."
                           :activity 'idle :buffer buffer :caller caller)))
 
 (defun lispm-notice-test--turn-ends (agent prompt)
-  "End a turn of own AGENT begun with PROMPT, as `lispm-agent--turn-ended' does."
-  (run-hook-with-args 'lispm-agent-turn-end-functions agent
+  "End a turn of own AGENT begun with PROMPT, as `lispm-own-agent--turn-ended' does."
+  (run-hook-with-args 'lispm-own-agent-turn-end-functions agent
                       (lispm-turn--make :actor agent
                                         :messages `((:role "user" :content "earlier")
                                                     (:role "assistant" :content "ok")

@@ -97,7 +97,7 @@ which holds a.txt; POLICY is the default role's rules."
            (lispm-test-with-registry
              (unwind-protect (progn ,@body)
                (dolist (buffer (buffer-list))
-                 (when (buffer-local-value 'lispm-agent--session-of buffer)
+                 (when (buffer-local-value 'lispm-own-agent--session-of buffer)
                    (with-current-buffer buffer (set-buffer-modified-p nil))
                    (kill-buffer buffer))))))
        (lispm-sessions-wait-for-commits 10)
@@ -160,9 +160,9 @@ Return what the `emacs/deliver' handler answers."
                                                   :request "review a.txt")
                         '(:type "done" :stop_reason "tool_use"))
                   '((:type "text" :text "Both answered.") (:type "done"))))
-      (lispm-agent-send agent "Ask b and a reviewer.")
+      (lispm-own-agent-send agent "Ask b and a reviewer.")
       (should (lispm-own-ask-test--until
-               (lambda () (equal (lispm-agent-waiting-requests agent) '("R1" "R2")))))
+               (lambda () (equal (lispm-own-agent-waiting-requests agent) '("R1" "R2")))))
       (should (eq (lispm-actor-activity agent) 'waiting-for-reply))
       ;; Both asks went out, the one with a role without `to', and the
       ;; read between them ran while the first waited.
@@ -183,7 +183,7 @@ Return what the `emacs/deliver' handler answers."
       (should (equal (lispm-own-ask-test--deliver
                       agent "reply" "R2" "[Reply from reviewer to request R2]\nlooks fine")
                      '(:taken t)))
-      (should (equal (lispm-agent-waiting-requests agent) '("R1")))
+      (should (equal (lispm-own-agent-waiting-requests agent) '("R1")))
       (should (eq (lispm-actor-activity agent) 'waiting-for-reply))
       (should (= (length lispm-own-ask-test--model-requests) 1))
       (lispm-own-ask-test--deliver agent "notice" "R1"
@@ -207,7 +207,7 @@ Return what the `emacs/deliver' handler answers."
             (list (list (lispm-own-ask-test--call "c1" "read_file" :path "a.txt")
                         (lispm-own-ask-test--call "c2" "ask_agent" :to "b" :request "x?")
                         '(:type "done"))))
-      (lispm-agent-send agent "Read, then ask.")
+      (lispm-own-agent-send agent "Read, then ask.")
       (should (lispm-own-ask-test--until
                (lambda () (eq (lispm-actor-activity agent) 'waiting-for-approval))))
       (accept-process-output nil 0.05)
@@ -215,7 +215,7 @@ Return what the `emacs/deliver' handler answers."
       (let ((call (car (lispm-turn-calls (lispm-own-agent-turn agent)))))
         (lispm-approvals-allow (lispm-turn-call-approval call)))
       (should (lispm-own-ask-test--until
-               (lambda () (equal (lispm-agent-waiting-requests agent) '("R1")))))
+               (lambda () (equal (lispm-own-agent-waiting-requests agent) '("R1")))))
       (should (= (length (lispm-own-ask-test--asks)) 1))
       (should (eq (lispm-actor-activity agent) 'waiting-for-reply)))))
 
@@ -228,7 +228,7 @@ Return what the `emacs/deliver' handler answers."
                         (lispm-own-ask-test--call "c2" "ask_agent" :request "y?")
                         '(:type "done"))
                   '((:type "text" :text "I see.") (:type "done"))))
-      (lispm-agent-send agent "Ask badly.")
+      (lispm-own-agent-send agent "Ask badly.")
       (should (lispm-own-ask-test--until (lambda () (eq (lispm-actor-activity agent) 'idle))))
       (should (null (lispm-own-ask-test--asks)))
       ;; The model gets the mistake as the result, and the turn goes on.
@@ -249,14 +249,14 @@ Return what the `emacs/deliver' handler answers."
             (list (list (lispm-own-ask-test--call "c1" "ask_agent" :to "b" :request "x?")
                         '(:type "done"))
                   '((:type "text" :text "Thanks for the reply.") (:type "done"))))
-      (lispm-agent-send agent "Ask b.")
-      (should (lispm-own-ask-test--until (lambda () (lispm-agent-waiting-requests agent))))
+      (lispm-own-agent-send agent "Ask b.")
+      (should (lispm-own-ask-test--until (lambda () (lispm-own-agent-waiting-requests agent))))
       (with-current-buffer (lispm-own-agent-buffer agent)
-        (lispm-agent-interrupt))
+        (lispm-own-agent-interrupt))
       (let ((turn (lispm-own-agent-turn agent)))
         (should (eq (lispm-turn-state turn) 'stopped))
         (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted))
-        (should (null (lispm-agent-waiting-requests agent)))
+        (should (null (lispm-own-agent-waiting-requests agent)))
         (should (string-prefix-p
                  "Interrupted by the user while waiting for the answer to request R1"
                  (plist-get (cdr (assoc "c1" (lispm-turn-outcomes turn))) :error)))
@@ -280,12 +280,12 @@ Return what the `emacs/deliver' handler answers."
       (setq lispm-own-ask-test--script
             (list (list (lispm-own-ask-test--call "c1" "ask_agent" :to "b" :request "x?")
                         '(:type "done"))))
-      (lispm-agent-send agent "Ask b.")
-      (should (lispm-own-ask-test--until (lambda () (lispm-agent-waiting-requests agent))))
+      (lispm-own-agent-send agent "Ask b.")
+      (should (lispm-own-ask-test--until (lambda () (lispm-own-agent-waiting-requests agent))))
       (let ((buffer (lispm-own-agent-buffer agent)))
         (with-current-buffer buffer (set-buffer-modified-p nil))
         (kill-buffer buffer))
-      (should (null (lispm-agent-waiting-requests agent)))
+      (should (null (lispm-own-agent-waiting-requests agent)))
       (should-not (lispm-agent-live-p agent))
       (should-not (memq agent lispm-messages--registered))
       ;; Nothing of it takes answers any more.
@@ -307,9 +307,9 @@ Return what the `emacs/deliver' handler answers."
                         (lispm-own-ask-test--call "c3" "edit_file" :path "a.txt"
                                                   :old "alpha" :new "beta")
                         '(:type "done"))))
-      (lispm-agent-send first "Ask b and c, and edit.")
+      (lispm-own-agent-send first "Ask b and c, and edit.")
       (should (lispm-own-ask-test--until
-               (lambda () (equal (lispm-agent-waiting-requests first) '("R1" "R2")))))
+               (lambda () (equal (lispm-own-agent-waiting-requests first) '("R1" "R2")))))
       (let ((saved (lispm-own-ask-test--file-text first)))
         ;; It dies: the file stays as saved when the asks were accepted.
         (let ((buffer (lispm-own-agent-buffer first)))
@@ -330,7 +330,7 @@ Return what the `emacs/deliver' handler answers."
                   :open_to_you
                   (vector (list :request_id "R7" :asker "claude"
                                 :text "[Request R7 from claude]\nstatus?"))))
-      (let ((agent (lispm-agent-resume file)))
+      (let ((agent (lispm-own-agent-resume file)))
         (should (equal (lispm-actor-name agent) "emacs"))
         ;; Registered to resume, then asked the ledger about its requests.
         (should (lispm-own-ask-test--until
@@ -341,7 +341,7 @@ Return what the `emacs/deliver' handler answers."
         (should (equal (plist-get (cdr (assq 'lispm/requests lispm-own-ask-test--link)) :ids)
                        ["R1" "R2"]))
         (should (lispm-own-ask-test--until
-                 (lambda () (equal (lispm-agent-waiting-requests agent) '("R2")))))
+                 (lambda () (equal (lispm-own-agent-waiting-requests agent) '("R2")))))
         (let ((turn (lispm-own-agent-turn agent)))
           (should (= (lispm-turn-number turn) 1))
           (should (eq (lispm-turn-state turn) 'tools))
@@ -393,9 +393,9 @@ Return what the `emacs/deliver' handler answers."
       (setq lispm-own-ask-test--script
             (list (list (lispm-own-ask-test--call "c1" "ask_agent" :to "claude" :request "x?")
                         '(:type "done"))))
-      (lispm-agent-send first "Ask claude.")
+      (lispm-own-agent-send first "Ask claude.")
       (should (lispm-own-ask-test--until
-               (lambda () (equal (lispm-agent-waiting-requests first) '("R1")))))
+               (lambda () (equal (lispm-own-agent-waiting-requests first) '("R1")))))
       (let ((saved (lispm-own-ask-test--file-text first)))
         (let ((buffer (lispm-own-agent-buffer first)))
           (with-current-buffer buffer (set-buffer-modified-p nil))
@@ -405,7 +405,7 @@ Return what the `emacs/deliver' handler answers."
             (list :requests (vector (list :request_id "R1" :asker "emacs" :asked "claude"
                                           :state "open" :reply nil :notice nil))
                   :open_to_you []))
-      (let ((agent (lispm-agent-resume file)))
+      (let ((agent (lispm-own-agent-resume file)))
         (should (lispm-own-ask-test--until
                  (lambda () (assq 'no-answer (lispm-notice-reasons agent)))))
         (should (equal (lispm-actor-awaiting-absent agent) '(("R1" . "claude"))))
@@ -428,8 +428,8 @@ Return what the `emacs/deliver' handler answers."
       (setq lispm-own-ask-test--script
             (list (list (lispm-own-ask-test--call "c1" "ask_agent" :to "b" :request "x?")
                         '(:type "done"))))
-      (lispm-agent-send first "Ask b.")
-      (should (lispm-own-ask-test--until (lambda () (lispm-agent-waiting-requests first))))
+      (lispm-own-agent-send first "Ask b.")
+      (should (lispm-own-ask-test--until (lambda () (lispm-own-agent-waiting-requests first))))
       (let ((saved (lispm-own-ask-test--file-text first)))
         (let ((buffer (lispm-own-agent-buffer first)))
           (with-current-buffer buffer (set-buffer-modified-p nil))
@@ -438,7 +438,7 @@ Return what the `emacs/deliver' handler answers."
       ;; Another agent has the name now.
       (lispm-own-ask-test--agent folder)
       (setq lispm-own-ask-test--link nil)
-      (let ((agent (lispm-agent-resume file)))
+      (let ((agent (lispm-own-agent-resume file)))
         (should (equal (lispm-actor-name agent) "emacs-2"))
         (should (lispm-own-ask-test--until (lambda () (memq agent lispm-messages--registered))))
         (should (eq (plist-get (cdr (assq 'lispm/agent-start lispm-own-ask-test--link)) :resume)
@@ -461,7 +461,7 @@ Return what the `emacs/deliver' handler answers."
                                        (list :request_id "R8" :asker "claude"
                                              :text "[Request R8 from claude]\nmore?"))))
       (should (eq (plist-get (lispm-own-ask-test--deliver agent "request" "R7" text) :taken) t))
-      (lispm-agent--resumed agent '(:ok t))
+      (lispm-own-agent--resumed agent '(:ok t))
       (should (lispm-own-ask-test--until
                (lambda () (= (length lispm-own-ask-test--model-requests) 2))))
       (should (lispm-own-ask-test--until (lambda () (eq (lispm-actor-activity agent) 'idle))))

@@ -6,8 +6,8 @@ namespace.  The model edits two files (allowed at once), then asks for
 a shell command (the policy asks the user).  When the approval is in
 the session (a test-only advice after `lispm-session-insert-approval'),
 the child prints a marker and stops itself (SIGSTOP); the test SIGKILLs
-it there.  A fresh Emacs resumes the session with `lispm-agent-resume'
-and reverts the cut turn with `lispm-agent-revert-turn'.
+it there.  A fresh Emacs resumes the session with `lispm-own-agent-resume'
+and reverts the cut turn with `lispm-own-agent-revert-turn'.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ CHILD = r"""
                   (message "lispm-at approval-pending")
                   (signal-process (emacs-pid) 'SIGSTOP)))
     (let ((agent (lispm-agent (expand-file-name "project/" dir))))
-      (lispm-agent-send agent "PROMPT")
+      (lispm-own-agent-send agent "PROMPT")
       (let ((deadline (+ (float-time) 60)))
         (while (< (float-time) deadline)
           (accept-process-output nil 0.05)))
@@ -83,14 +83,14 @@ READER = r"""
                           :model "scripted-main"))
           lispm-sessions-directory (expand-file-name "sessions/" dir)
           lispm-policy-roles POLICY)
-    (let* ((agent (lispm-agent-resume file))
+    (let* ((agent (lispm-own-agent-resume file))
            (buffer (lispm-own-agent-buffer agent))
            (text (lambda () (with-current-buffer buffer
                               (buffer-substring-no-properties (point-min) (point-max))))))
       (princ (format "=====PENDING %d\n" (lispm-approvals-count)))
       (princ (format "=====DOCUMENT\n%s" (funcall text)))
       (princ (format "=====REVERTED %S\n"
-                     (condition-case err (lispm-agent-revert-turn agent 1)
+                     (condition-case err (lispm-own-agent-revert-turn agent 1)
                        (error err))))
       (princ (format "=====AFTER\n%s" (funcall text)))
       (kill-emacs 0))))

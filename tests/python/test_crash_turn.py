@@ -62,7 +62,7 @@ READER = r"""
   (require 'lispm-session)
   (let* ((file (car (directory-files (getenv "LISPM_CRASH_SESSIONS") t "\\`[^.#].*\\.org\\'")))
          (buffer (lispm-session-open file)))
-    ;; What `lispm-agent-resume' does first.
+    ;; What `lispm-own-agent-resume' does first.
     (lispm-session-end-cut-turn buffer)
     (princ (with-current-buffer buffer (buffer-substring-no-properties (point-min) (point-max))))))
 """
