@@ -168,7 +168,7 @@ default it ends."
 
 ;;; Runs
 
-(cl-defstruct (lispm-run (:constructor lispm-run--make) (:copier nil))
+(cl-defstruct (lispm-run (:constructor lispm-run-lisp--make) (:copier nil))
   "A run_lisp program running in an Emacs of its own."
   (actor nil :documentation "Who runs it: a `lispm-actor', for the policy.")
   (name nil :documentation "How approvals name it: its first line, cut.")
@@ -203,13 +203,13 @@ default it ends."
 
 ;;; Talking with the program's Emacs
 
-(defun lispm-run--send (run object)
+(defun lispm-run-lisp--send (run object)
   "Send OBJECT to RUN's Emacs, a line, and start counting its computing time."
   (when (process-live-p (lispm-run-process run))
-    (lispm-run--time run)
+    (lispm-run-lisp--time run)
     (process-send-string (lispm-run-process run) (concat (lispm-lisp-child-print object) "\n"))))
 
-(defun lispm-run--time (run)
+(defun lispm-run-lisp--time (run)
   "Give RUN's program `lispm-run-lisp-time-limit' seconds to compute from now."
   (when (lispm-run-timer run)
     (cancel-timer (lispm-run-timer run)))
@@ -217,11 +217,11 @@ default it ends."
         (run-at-time lispm-run-lisp-time-limit nil
                      (lambda ()
                        (when (lispm-run-lisp-computing-p run)
-                         (lispm-run--limit
+                         (lispm-run-lisp--limit
                           run 'time "The program computed for %s s without asking anything \
 \(`lispm-run-lisp-time-limit')" lispm-run-lisp-time-limit))))))
 
-(defun lispm-run--filter (run output)
+(defun lispm-run-lisp--filter (run output)
   "Take OUTPUT, what RUN's Emacs wrote, and act on each whole line.
 Each piece of output is searched once, so a long line costs what it
 is long; a line longer than `lispm-run-lisp--line-limit' ends RUN."
@@ -235,45 +235,45 @@ is long; a line longer than `lispm-run-lisp--line-limit' ends RUN."
                   (lispm-run-pending-size run) 0
                   start (1+ newline))
             (unless (string-empty-p line)
-              (lispm-run--serve run (lispm-run--parse run line)))))
+              (lispm-run-lisp--serve run (lispm-run-lisp--parse run line)))))
         (unless (or (lispm-run-result run) (= start (length output)))
           (push (substring output start) (lispm-run-pending run))
           (cl-incf (lispm-run-pending-size run) (- (length output) start))
           (when (> (lispm-run-pending-size run) lispm-run-lisp--line-limit)
-            (lispm-run--limit run 'output "The program's Emacs wrote a line longer than %d \
+            (lispm-run-lisp--limit run 'output "The program's Emacs wrote a line longer than %d \
 characters" lispm-run-lisp--line-limit))))
-    (error (lispm-run--fail run "LispM could not serve the program: %s"
+    (error (lispm-run-lisp--fail run "LispM could not serve the program: %s"
                             (error-message-string err)))))
 
-(defun lispm-run--parse (run line)
+(defun lispm-run-lisp--parse (run line)
   "Return LINE, a line RUN's Emacs wrote, as a request plist, or nil.
 A line that is no request ends RUN, but for Emacs's report of an error
 nothing caught, \"Error: ...\", as it dies (out of memory, say): that
 is kept, cut, for the message once RUN's Emacs ended."
   (if (string-prefix-p "Error: " line)
       (progn (setf (lispm-run-noise run)
-                   (lispm-run--clean (truncate-string-to-width line 200 nil nil "…")))
+                   (lispm-run-lisp--clean (truncate-string-to-width line 200 nil nil "…")))
              nil)
     (let ((message (condition-case nil
                        (json-parse-string line :object-type 'plist :array-type 'list)
                      (json-error nil))))
       (if (and (consp message) (keywordp (car message)))
           message
-        (lispm-run--fail run "The program's Emacs wrote %S"
-                         (lispm-run--clean (truncate-string-to-width line 200 nil nil "…")))
+        (lispm-run-lisp--fail run "The program's Emacs wrote %S"
+                         (lispm-run-lisp--clean (truncate-string-to-width line 200 nil nil "…")))
         nil))))
 
-(defun lispm-run--fail (run format-string &rest args)
+(defun lispm-run-lisp--fail (run format-string &rest args)
   "End RUN with `lispm-lisp-error', its message FORMAT-STRING and ARGS."
-  (lispm-run--end run (list :error "lispm-lisp-error" :printed ""
+  (lispm-run-lisp--end run (list :error "lispm-lisp-error" :printed ""
                             :message (apply #'format format-string args))))
 
-(defun lispm-run--limit (run limit format-string &rest args)
+(defun lispm-run-lisp--limit (run limit format-string &rest args)
   "End RUN at its LIMIT, a symbol; FORMAT-STRING and ARGS say which."
-  (lispm-run--end run (list :error "lispm-lisp-limit-exceeded" :limit limit :printed ""
+  (lispm-run-lisp--end run (list :error "lispm-lisp-limit-exceeded" :limit limit :printed ""
                             :message (apply #'format format-string args))))
 
-(defun lispm-run--sentinel (run process)
+(defun lispm-run-lisp--sentinel (run process)
   "End RUN if PROCESS, its Emacs, exited before it said how the program ended."
   (unless (or (process-live-p process) (lispm-run-result run))
     (when-let* ((stderr (get-buffer-process (lispm-run-stderr run))))
@@ -281,53 +281,53 @@ is kept, cut, for the message once RUN's Emacs ended."
     (cond
      ((memq (process-exit-status process) '(24 152))
       ;; SIGXCPU, or bwrap's status when it ended its Emacs: the CPU limit.
-      (lispm-run--limit run 'cpu "The program used its CPU time (`lispm-run-lisp-cpu-limit', \
+      (lispm-run-lisp--limit run 'cpu "The program used its CPU time (`lispm-run-lisp-cpu-limit', \
 %d s)" lispm-run-lisp-cpu-limit))
-     ((string-search "Memory exhausted" (lispm-run--stderr-tail run))
-      (lispm-run--limit run 'memory "The program ran out of memory (`lispm-run-lisp-memory-limit', \
+     ((string-search "Memory exhausted" (lispm-run-lisp--stderr-tail run))
+      (lispm-run-lisp--limit run 'memory "The program ran out of memory (`lispm-run-lisp-memory-limit', \
 %d MB)" lispm-run-lisp-memory-limit))
      (t
-      (lispm-run--fail run "The program's Emacs ended (%s %s) before the program did%s"
+      (lispm-run-lisp--fail run "The program's Emacs ended (%s %s) before the program did%s"
                        (process-status process) (process-exit-status process)
                        (if (lispm-run-noise run)
                            (format ": %s" (lispm-run-noise run))
-                         (lispm-run--stderr-tail run)))))))
+                         (lispm-run-lisp--stderr-tail run)))))))
 
-(defun lispm-run--stderr-tail (run)
+(defun lispm-run-lisp--stderr-tail (run)
   "Return the end of what RUN's Emacs wrote to its standard error, or \"\"."
   (let ((buffer (lispm-run-stderr run)))
     (if (and (buffer-live-p buffer) (> (buffer-size buffer) 0))
         (with-current-buffer buffer
-          (concat ": " (lispm-run--clean
+          (concat ": " (lispm-run-lisp--clean
                         (string-trim (buffer-substring-no-properties
                                       (max (point-min) (- (point-max) 500)) (point-max))))))
       "")))
 
-(defun lispm-run--serve (run request)
+(defun lispm-run-lisp--serve (run request)
   "Answer REQUEST of RUN's program, a plist, now or later."
   (cond
    ((null request))
    ((lispm-run-waiting run)
-    (lispm-run--fail run "The program's Emacs asked again before it had its answer"))
-   ((plist-member request :done) (lispm-run--end run request))
+    (lispm-run-lisp--fail run "The program's Emacs asked again before it had its answer"))
+   ((plist-member request :done) (lispm-run-lisp--end run request))
    ((natnump (plist-get request :fuel))
     (let ((used (plist-get request :fuel)))
-      (lispm-run--later run (lambda (answer)
+      (lispm-run-lisp--later run (lambda (answer)
                               (lispm-actor-refuel (lispm-run-actor run) used
                                                   (lambda (more)
                                                     (funcall answer (list :fuel more))))))))
-   ((and (stringp (plist-get request :call)) (lispm-run--plist-p (plist-get request :args)))
-    (lispm-run--serve-call run (plist-get request :call) (plist-get request :args)))
-   (t (lispm-run--fail run "The program's Emacs asked %s"
-                       (lispm-run--clean (truncate-string-to-width
+   ((and (stringp (plist-get request :call)) (lispm-run-lisp--plist-p (plist-get request :args)))
+    (lispm-run-lisp--serve-call run (plist-get request :call) (plist-get request :args)))
+   (t (lispm-run-lisp--fail run "The program's Emacs asked %s"
+                       (lispm-run-lisp--clean (truncate-string-to-width
                                           (format "%S" request) 200 nil nil "…"))))))
 
-(defun lispm-run--plist-p (object)
+(defun lispm-run-lisp--plist-p (object)
   "Return non-nil if OBJECT is a plist whose keys are keywords: a JSON object."
   (and (proper-list-p object) (cl-evenp (length object))
        (cl-loop for key in object by #'cddr always (keywordp key))))
 
-(defun lispm-run--later (run start)
+(defun lispm-run-lisp--later (run start)
   "Answer RUN's program with what START gives its callback, now or later."
   (setf (lispm-run-waiting run) t)
   (when (lispm-run-timer run)
@@ -335,20 +335,20 @@ is kept, cut, for the message once RUN's Emacs ended."
   (funcall start (lambda (answer)
                    (when (lispm-run-waiting run)
                      (setf (lispm-run-waiting run) nil)
-                     (lispm-run--send run answer)))))
+                     (lispm-run-lisp--send run answer)))))
 
-(defun lispm-run--within (run)
+(defun lispm-run-lisp--within (run)
   "Return how an approval asked by RUN's current call names it."
   (format "call %d of the run_lisp program %s" (lispm-run-calls run) (lispm-run-name run)))
 
-(defun lispm-run--serve-call (run tool args)
+(defun lispm-run-lisp--serve-call (run tool args)
   "Call TOOL with ARGS, a plist from JSON, for RUN's program, through the pipeline."
   (if (>= (lispm-run-calls run) lispm-run-lisp-max-calls)
-      (lispm-run--limit run 'calls "The program made %d tool calls, its limit \
+      (lispm-run-lisp--limit run 'calls "The program made %d tool calls, its limit \
 \(`lispm-run-lisp-max-calls')" lispm-run-lisp-max-calls)
     (cl-incf (lispm-run-calls run))
     (let ((caller (lispm-run-caller run)))
-      (lispm-run--later
+      (lispm-run-lisp--later
        run
        (lambda (answer)
          (lispm-calls-invoke
@@ -356,11 +356,11 @@ is kept, cut, for the message once RUN's Emacs ended."
           (lambda (outcome)
             (setf (lispm-run-changes run)
                   (append (reverse (plist-get outcome :changes)) (lispm-run-changes run)))
-            (funcall answer (lispm-run--answer outcome)))
-          :within (lispm-run--within run)
+            (funcall answer (lispm-run-lisp--answer outcome)))
+          :within (lispm-run-lisp--within run)
           :on-ask (lambda (approval)
                     (if (> (cl-incf (lispm-run-approvals run)) lispm-run-lisp-max-approvals)
-                        (lispm-run--limit run 'approvals "The program asked for more than %d \
+                        (lispm-run-lisp--limit run 'approvals "The program asked for more than %d \
 approvals (`lispm-run-lisp-max-approvals')" lispm-run-lisp-max-approvals)
                       (setf (lispm-run-approval run) approval)
                       (when (plist-get caller :on-ask)
@@ -370,18 +370,18 @@ approvals (`lispm-run-lisp-max-approvals')" lispm-run-lisp-max-approvals)
                         (when (plist-get caller :on-decided)
                           (funcall (plist-get caller :on-decided) approval decision)))))))))
 
-(defun lispm-run--answer (outcome)
+(defun lispm-run-lisp--answer (outcome)
   "Return OUTCOME of a tool call as the program's Emacs takes it."
   (if (plist-get outcome :ok)
       (list :ok t :text (or (plist-get outcome :text) ""))
     (let* ((condition (plist-get outcome :condition))
            (symbol (car condition)))
       (list :ok nil
-            :condition (cons symbol (lispm-run--data (cdr condition)))
+            :condition (cons symbol (lispm-run-lisp--data (cdr condition)))
             :conditions (get symbol 'error-conditions)
             :message (get symbol 'error-message)))))
 
-(defun lispm-run--data (data)
+(defun lispm-run-lisp--data (data)
   "Return DATA, a condition's data, as plain readable data of a bounded size.
 Its first eight elements are kept: strings (cut, without properties),
 numbers and symbols as they are; anything else printed and cut."
@@ -392,18 +392,20 @@ numbers and symbols as they are; anything else printed and cut."
                        (truncate-string-to-width (format "%S" datum) 2000 nil nil "…")))))
           (take 8 (if (proper-list-p data) data (list data)))))
 
-(defconst lispm-run--unclean
+(defconst lispm-run-lisp--unclean
   (rx (any (#x00 . #x08) (#x0b . #x1f) (#x7f . #x9f) (#x202a . #x202e) (#x2066 . #x2069)
            (#xe0000 . #xe007f)))
   "What the agent never gets of a program's text, as of a message.
 Controls but newline and tab, bidirectional overrides and isolates, and
 tag characters.")
 
-(defun lispm-run--clean (text)
-  "Return TEXT, from a program's Emacs, without properties or `lispm-run--unclean'."
-  (replace-regexp-in-string lispm-run--unclean "" (substring-no-properties text) t t))
+(defun lispm-run-lisp--clean (text)
+  "Return TEXT, from a program's Emacs, without its properties.
+What `lispm-run-lisp--unclean' matches is taken out too."
+  (replace-regexp-in-string lispm-run-lisp--unclean ""
+                            (substring-no-properties text) t t))
 
-(defun lispm-run--cut (text what)
+(defun lispm-run-lisp--cut (text what)
   "Return TEXT, WHAT of a program, cut at `lispm-run-lisp-output-limit'.
 The program's Emacs cut it already, and noted that: this cuts only
 what is longer than that."
@@ -413,26 +415,26 @@ what is longer than that."
             (substring text 0 lispm-run-lisp-output-limit) what
             lispm-run-lisp-output-limit (length text))))
 
-(defun lispm-run--printed (printed)
+(defun lispm-run-lisp--printed (printed)
   "Return the lines that show PRINTED, a program's output, or \"\".
 Each line stands behind \"| \", so that none can pass for the value."
   (if (string-empty-p printed)
       ""
     (concat "\nOutput (what the program printed, each line after \"| \"):\n"
             (replace-regexp-in-string
-             "^" "| " (string-remove-suffix "\n" (lispm-run--cut (lispm-run--clean printed)
+             "^" "| " (string-remove-suffix "\n" (lispm-run-lisp--cut (lispm-run-lisp--clean printed)
                                                                  "output"))))))
 
-(defun lispm-run--text (result key)
+(defun lispm-run-lisp--text (result key)
   "Return the text of RESULT under KEY, cleaned and cut, or \"\"."
   (let ((text (plist-get result key)))
-    (if (stringp text) (lispm-run--cut (lispm-run--clean text) (substring (symbol-name key) 1))
+    (if (stringp text) (lispm-run-lisp--cut (lispm-run-lisp--clean text) (substring (symbol-name key) 1))
       "")))
 
 (defun lispm-run-lisp--result (run)
   "Return the tool's result plist for RUN, which ended."
   (let* ((result (lispm-run-result run))
-         (printed (lispm-run--printed (or (plist-get result :printed) "")))
+         (printed (lispm-run-lisp--printed (or (plist-get result :printed) "")))
          (err (plist-get result :error))
          (known (car (member err '("lispm-lisp-fuel-exhausted" "lispm-lisp-limit-exceeded"
                                    "lispm-lisp-error" "lispm-lisp-refused"
@@ -444,19 +446,19 @@ Each line stands behind \"| \", so that none can pass for the value."
                   :error (format "The program was stopped (%s) after %d tool calls%s"
                                  (plist-get result :aborted) (lispm-run-calls run) printed)))
            ((not err)
-            (list :ok t :text (concat "Value: " (lispm-run--text result :value) printed)))
+            (list :ok t :text (concat "Value: " (lispm-run-lisp--text result :value) printed)))
            (known
             (list :ok nil :condition known
-                  :error (concat (lispm-run--text result :message) printed)))
+                  :error (concat (lispm-run-lisp--text result :message) printed)))
            (t
             (list :ok nil :condition "lispm-lisp-program-error"
                   :error (format "The program signalled %s: %s%s"
-                                 (lispm-run--clean (truncate-string-to-width
+                                 (lispm-run-lisp--clean (truncate-string-to-width
                                                     (format "%s" err) 100 nil nil "…"))
-                                 (lispm-run--text result :message) printed))))))
+                                 (lispm-run-lisp--text result :message) printed))))))
     (append plist (list :changes (reverse (lispm-run-changes run))))))
 
-(defun lispm-run--end (run result)
+(defun lispm-run-lisp--end (run result)
   "End RUN with RESULT, how its program ended; give its caller the result, once."
   (unless (lispm-run-result run)
     (setf (lispm-run-result run) result
@@ -509,7 +511,7 @@ command, is a `quit' there, and runs no command."
   "Stop RUN's program now, REASON (a string) saying why.
 Its Emacs is killed, a call it waits for approval of is withdrawn, and
 its caller gets the result before this returns."
-  (lispm-run--end run (list :aborted (or reason "aborted"))))
+  (lispm-run-lisp--end run (list :aborted (or reason "aborted"))))
 
 (defun lispm-run-lisp-abort-actor (actor &optional reason)
   "Stop each program of ACTOR, REASON saying why; return how many."
@@ -625,7 +627,7 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
 (defun lispm-run-lisp--name (source)
   "Return how approvals name the program SOURCE: its first line, cut."
   (format "`%s'" (truncate-string-to-width
-                  (lispm-run--clean (car (split-string (string-trim source) "\n"))) 60
+                  (lispm-run-lisp--clean (car (split-string (string-trim source) "\n"))) 60
                   nil nil "…")))
 
 (defun lispm-run-lisp-start (actor source done)
@@ -634,7 +636,7 @@ Return the `lispm-run'; DONE gets the tool's result plist once it ends.
 This Emacs never reads SOURCE: the program's Emacs reads and checks
 it, and a refusal is its result."
   (let* ((folder (make-temp-file "lispm-run-lisp-" t))
-         (run (lispm-run--make :actor actor :caller lispm-calls-caller :done done
+         (run (lispm-run-lisp--make :actor actor :caller lispm-calls-caller :done done
                                :name (lispm-run-lisp--name source) :folder folder
                                :stderr (generate-new-buffer " *lispm-run-lisp stderr*" t)))
          (default-directory (file-name-as-directory folder))
@@ -648,13 +650,13 @@ it, and a refusal is its result."
                    :coding 'utf-8-unix
                    :noquery t
                    :stderr (lispm-run-stderr run)
-                   :filter (lambda (_process output) (lispm-run--filter run output))
-                   :sentinel (lambda (process _event) (lispm-run--sentinel run process)))))
+                   :filter (lambda (_process output) (lispm-run-lisp--filter run output))
+                   :sentinel (lambda (process _event) (lispm-run-lisp--sentinel run process)))))
     (set-file-modes folder #o700)
     (setf (lispm-run-process run) process)
     (push run lispm-run-lisp--runs)
     (lispm-run-lisp--watch-quits t)
-    (lispm-run--send run (lispm-run-lisp--job source))
+    (lispm-run-lisp--send run (lispm-run-lisp--job source))
     run))
 
 (lispm-define-tool run-lisp (agent (program string "Emacs Lisp forms; LispM's tools are functions in them."))

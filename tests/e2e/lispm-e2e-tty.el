@@ -167,7 +167,7 @@ Its own Emacs refuses it, before any of its calls; the refusal is the
 model's result, with its reason; the turn goes on."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
     (let ((calls 0))
-      (advice-add 'lispm-run--serve-call :before (lambda (&rest _) (cl-incf calls))
+      (advice-add 'lispm-run-lisp--serve-call :before (lambda (&rest _) (cl-incf calls))
                   '((name . lispm-e2e-tty-count)))
       (unwind-protect
           (let ((turn (lispm-e2e-own-send agent "Sleep in a handler")))
@@ -177,7 +177,7 @@ model's result, with its reason; the turn goes on."
                                                        "run_lisp"))))
               (should (string-search "run_lisp refused (sleep-for 1)" result))
               (should (string-search "neither a tool nor a pure function" result))))
-        (advice-remove 'lispm-run--serve-call 'lispm-e2e-tty-count)))))
+        (advice-remove 'lispm-run-lisp--serve-call 'lispm-e2e-tty-count)))))
 
 (ert-deftest lispm-e2e-tty-hostile-programs-leave-emacs-answering ()
   "Programs that block their Emacs, fill its memory or make huge values:

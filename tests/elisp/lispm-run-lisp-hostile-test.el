@@ -188,8 +188,8 @@ and the secret in no result."
             (should (string-search limit (plist-get outcome :error)))))))
     ;; A huge value is made, but never crosses whole.
     (let* ((received 0)
-           (filter (symbol-function 'lispm-run--filter)))
-      (cl-letf (((symbol-function 'lispm-run--filter)
+           (filter (symbol-function 'lispm-run-lisp--filter)))
+      (cl-letf (((symbol-function 'lispm-run-lisp--filter)
                  (lambda (run output) (cl-incf received (length output))
                    (funcall filter run output))))
         (let ((outcome (lispm-hostile-test--run actor "(format \"%1$50000000d\" 1)")))
@@ -200,8 +200,8 @@ and the secret in no result."
   "Calls burn fuel, none follows its end, and approvals asked are capped."
   (lispm-hostile-test--with (actor _folder)
     (let ((served 0)
-          (serve (symbol-function 'lispm-run--serve-call)))
-      (cl-letf (((symbol-function 'lispm-run--serve-call)
+          (serve (symbol-function 'lispm-run-lisp--serve-call)))
+      (cl-letf (((symbol-function 'lispm-run-lisp--serve-call)
                  (lambda (&rest args) (cl-incf served) (apply serve args))))
         (let ((lispm-lisp-default-fuel 1000))
           (lispm-hostile-test--run
@@ -257,7 +257,7 @@ and the secret in no result."
   "A tool's condition data, circular or huge, crosses as bounded plain data."
   (let* ((circular (list 1 2))
          (data (progn (setcdr (cdr circular) circular)
-                      (lispm-run--data (list (make-string 100000 ?x) circular
+                      (lispm-run-lisp--data (list (make-string 100000 ?x) circular
                                              (propertize "p" 'display '(eval (ding))) 3 'sym)))))
     (should (= (length (nth 0 data)) 2000))
     (should (stringp (nth 1 data)))
