@@ -229,7 +229,7 @@ entered only here."
     ('stopped 'stopped)
     (_ 'idle)))
 
-(defun lispm-turn--buffer-live-p (turn)
+(defun lispm-turn--sink-live-p (turn)
   "Return non-nil if TURN's sink still takes what happens."
   (lispm-turn-sink-live-p (lispm-turn-sink turn) turn))
 
@@ -362,7 +362,7 @@ offers the model no tools: the turn is one answer, as a compaction's."
 
 (defun lispm-turn--event (turn event)
   "Take EVENT of TURN's model stream."
-  (if (not (lispm-turn--buffer-live-p turn))
+  (if (not (lispm-turn--sink-live-p turn))
       (lispm-turn-cancel turn)
     (pcase (plist-get event :type)
       ("text"
@@ -495,7 +495,7 @@ the user ended the turn, or stopped it, leaves it so."
       (setq again nil)
       (let ((call (lispm-turn--next-call turn)))
         (cond
-         ((not (and (eq (lispm-turn-state turn) 'tools) (lispm-turn--buffer-live-p turn))) nil)
+         ((not (and (eq (lispm-turn-state turn) 'tools) (lispm-turn--sink-live-p turn))) nil)
          ((lispm-turn--running-call turn) nil)
          ((null call)
           (unless (cl-some (lambda (call) (not (lispm-turn--outcome turn call)))
@@ -567,7 +567,7 @@ restart finds it.  A turn interrupted meanwhile ends the wait at once;
 one that is over does not wait: the answer will be input."
   (lispm-turn--trace turn 'waiting (list (lispm-turn-call-id call) request-id))
   (setf (lispm-turn-call-request call) request-id)
-  (when (lispm-turn--buffer-live-p turn)
+  (when (lispm-turn--sink-live-p turn)
     (lispm-turn--tell turn 'request call request-id))
   (when (lispm-turn-live-p turn)
     (setf (lispm-turn-call-state call) 'reply)
@@ -644,7 +644,7 @@ open; their answers, when they come, are input like any message."
   "Show OUTCOME of TURN's CALL in the session, unless it was shown."
   (unless (lispm-turn-call-reported call)
     (setf (lispm-turn-call-reported call) t)
-    (when (lispm-turn--buffer-live-p turn)
+    (when (lispm-turn--sink-live-p turn)
       (lispm-turn--tell turn 'result call
                         (if outcome (lispm-turn--capped outcome)
                           "Not run: the user ended the turn.")
@@ -824,7 +824,7 @@ A turn ended as its actor left stops without one (`lispm-turn-end')."
   (pcase-let ((`(,type ,message) (lispm-turn-condition turn)))
     (when type
       (lispm-turn--trace turn 'condition (list type message))
-      (when (lispm-turn--buffer-live-p turn)
+      (when (lispm-turn--sink-live-p turn)
         (lispm-turn--tell turn 'note (format "Stopped at %s: %s" type
                                              (car (split-string message "\n")))))
       (lispm-turn--tell turn 'stopped))))
@@ -897,7 +897,7 @@ stopped at its condition, with its restarts."
                     (mapconcat #'symbol-name (lispm-turn-available-restarts turn) ", ")))
     (let ((name (lispm-restart-name chosen)))
       (lispm-turn--trace turn 'restart (list name argument))
-      (when (lispm-turn--buffer-live-p turn)
+      (when (lispm-turn--sink-live-p turn)
         (lispm-turn--tell turn 'note (format "Restart %s chosen%s" (upcase (symbol-name name))
                                              (if (eq name 'other-model)
                                                  (format " (%s)" argument) ""))))
