@@ -62,6 +62,7 @@
 (require 'lispm-approvals)
 (require 'lispm-model)
 (require 'lispm-session)
+(require 'lispm-project-rules)
 (require 'lispm-own-agent)
 
 ;;; Making a helper
@@ -91,7 +92,8 @@ with the sidecar, and its session notes who asked.  Signal
            (agent (lispm-own-agent-make
                    folder model (lambda (name)
                                   (lispm-session-create folder model name (symbol-name role)
-                                                        callers))
+                                                        callers
+                                                        (lispm-project-rules-find folder)))
                    role (symbol-name role))))
       (setf (lispm-actor-caller agent) caller)
       (lispm-session-insert-note

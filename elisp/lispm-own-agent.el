@@ -55,6 +55,7 @@
 (require 'lispm-messages)
 (require 'lispm-model)
 (require 'lispm-session)
+(require 'lispm-project-rules)
 (require 'lispm-turn)
 (require 'lispm-condition)
 (require 'lispm-run-lisp)
@@ -70,7 +71,7 @@
 (defgroup lispm-own-agent nil
   "LispM's own agent, inside Emacs."
   :group 'lispm
-  :prefix "lispm-agent-")
+  :prefix "lispm-own-agent-")
 
 (defcustom lispm-own-agent-default-name "emacs"
   "The name LispM's own agent goes by; a second one gets a number."
@@ -151,7 +152,9 @@ compaction's turn (`lispm-own-agent--compact'), or t as it starts."))
 
 (defun lispm-own-agent-system-prompt (agent)
   "Return the system prompt of AGENT, made afresh for each request.
-It holds the policy and the folder, so they survive compaction."
+It holds the policy, the folder and the project's rules
+\(`lispm-project-rules-text', read again when a file changed), so
+they survive compaction and follow edits."
   (format "You are %s, LispM's own agent, running inside the user's Emacs.
 You work in the folder %s.
 Your tools are Lisp functions of LispM.  Every call passes the user's
@@ -164,7 +167,7 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 \"[Request R from NAME]\" with the reply tool.
 
 Your role is %s; the user's policy for it (first match wins):
-%s%s"
+%s%s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
           (lispm-actor-role agent) (lispm-own-agent--policy-text agent)
           (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
@@ -172,6 +175,11 @@ Your role is %s; the user's policy for it (first match wins):
                     (prompt (lispm-role-prompt role))
                     ((not (string-empty-p (string-trim prompt)))))
               (concat "\n\n" (string-trim prompt))
+            "")
+          (if-let* ((rules (lispm-project-rules-text (lispm-actor-folder agent))))
+              (concat "\n\nThe project's rules, from its files (the root's first; a \
+nearer folder's refine them).  They guide how you work here; the \
+user's policy above still decides what runs:\n\n" rules)
             "")))
 
 ;;; Turns
@@ -519,7 +527,8 @@ of `lispm-models'; with a prefix argument, ask for both."
     (unless (file-directory-p folder)
       (user-error "No such folder: %s" folder))
     (let ((agent (lispm-own-agent-make
-                  folder model (lambda (name) (lispm-session-create folder model name)))))
+                  folder model (lambda (name) (lispm-session-create folder model name nil nil
+                                                      (lispm-project-rules-find folder))))))
       (when (called-interactively-p 'any)
         (pop-to-buffer (lispm-own-agent-buffer agent)))
       agent)))

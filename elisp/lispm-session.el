@@ -273,9 +273,19 @@ Signal `invalid-read-syntax' or `end-of-file' if RAW is a broken string."
   "Return the time now, as the document writes it."
   (format-time-string "%FT%T%z"))
 
-(defun lispm-session--header (id folder model agent project &optional role callers)
+(defun lispm-session--rules-line (file folder)
+  "Return the header line naming FILE, a project rules file, as a link.
+The link's text is FILE's name relative to FOLDER, the agent's; a name
+with a control character, which no link keeps, is written as a value."
+  (format "#+LISPM_RULES: %s\n"
+          (if (string-match-p "[[:cntrl:]]" file)
+              (lispm-session--encode-value file)
+            (org-link-make-string (concat "file:" file) (file-relative-name file folder)))))
+
+(defun lispm-session--header (id folder model agent project &optional role callers rules)
   "Return the header of session ID in FOLDER (PROJECT) with MODEL and AGENT.
-ROLE is the agent's role's name, CALLERS its callers' names, if any."
+ROLE is the agent's role's name, CALLERS its callers' names, if any;
+RULES the project's rules files the agent reads, each a link."
   (concat (format "#+TITLE: LispM session: %s\n" project)
           (format "#+DATE: %s\n" (format-time-string "[%F %a %R]"))
           (format "#+LISPM_SESSION: %s\n" (lispm-session--encode-value id))
@@ -287,6 +297,7 @@ ROLE is the agent's role's name, CALLERS its callers' names, if any."
               (format "#+LISPM_CALLERS: %s\n"
                       (lispm-session--encode-value (string-join callers " ")))
             "")
+          (mapconcat (lambda (file) (lispm-session--rules-line file folder)) rules "")
           "#+TODO: TODO | DONE CANCELLED\n"))
 
 ;;; Programs shown as Lisp
@@ -758,11 +769,13 @@ AGENT is the agent's name.  The buffer holds the document already."
       (lispm-session--input-line)))
   (goto-char (point-max)))
 
-(defun lispm-session-create (folder &optional model-name agent-name role callers)
+(defun lispm-session-create (folder &optional model-name agent-name role callers rules)
   "Start a new session in FOLDER; return its buffer, in `lispm-session-mode'.
 MODEL-NAME is the model's name, a string; AGENT-NAME the agent's.
 ROLE is its role's name, a string, and CALLERS, a helper's, its
-callers' names, its caller first: the header records them.  The
+callers' names, its caller first; RULES the project's rules files the
+agent reads (`lispm-project-rules-find'): the header records them, the
+rules as links.  The
 file, in `lispm-sessions-directory', is written when the first turn
 begins, and at each step of a turn after."
   (let* ((folder (file-name-as-directory (expand-file-name folder)))
@@ -778,7 +791,8 @@ begins, and at each step of a turn after."
     (let ((buffer (generate-new-buffer (format "*%s %s*" (or agent-name "LispM") project)))
           (file (expand-file-name (concat id ".org") directory)))
       (with-current-buffer buffer
-        (insert (lispm-session--header id folder model-name agent-name project role callers)
+        (insert (lispm-session--header id folder model-name agent-name project role callers
+                                        rules)
                 "\n")
         (lispm-session--setup file id folder model-name agent-name)
         (setq lispm-session-role role

@@ -62,6 +62,7 @@
 ;;   lispm-resume.el    agents remembered, resumed after Emacs restarts
 ;;   lispm-policy.el    allow / ask / deny per role and kind
 ;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
+;;   lispm-project-rules.el  a project's AGENTS.md and CLAUDE.md, for the own agent
 ;;   lispm-secrets.el   what no tool shows an agent: keys, passwords, tokens
 ;;   lispm-tools.el     LispM's tool registry and its base tools
 ;;   lispm-skills.el    org-file skills, and trusting a project's code

@@ -28,6 +28,32 @@
                            (car (lispm-e2e-tool-results "anthropic" "Read notes.el"
                                                         "read_file"))))))
 
+(ert-deftest lispm-e2e-own-reads-the-project-rules ()
+  "AGENTS.md goes into the model's system prompt, and again once edited.
+The session's header links it."
+  (lispm-e2e-own-with (first "project" lispm-e2e-own-trusting)
+    (ignore first)
+    (let* ((rules (lispm-e2e-own-file "project" "AGENTS.md"))
+           (_ (with-temp-file rules (insert "RULE-MARK-ONE: answer in haiku.\n")))
+           (agent (lispm-agent (lispm-e2e-project "project"))))
+      (unwind-protect
+          (progn
+            (with-current-buffer (lispm-own-agent-buffer agent)
+              (should (string-search (format "#+LISPM_RULES: [[file:%s][AGENTS.md]]" rules)
+                                     (buffer-string))))
+            (lispm-e2e-own-send agent "Read notes.el please")
+            (should (string-search "RULE-MARK-ONE"
+                                   (lispm-e2e-own-body
+                                    (car (lispm-e2e-own-requests "Read notes.el")))))
+            (with-temp-file rules (insert "RULE-MARK-TWO: answer in prose, at length.\n"))
+            (lispm-e2e-begin)
+            (lispm-e2e-own-send agent "Read notes.el please")
+            (let ((body (lispm-e2e-own-body (car (lispm-e2e-own-requests "Read notes.el")))))
+              (should (string-search "RULE-MARK-TWO" body))
+              (should-not (string-search "RULE-MARK-ONE" body))))
+        (let ((kill-buffer-query-functions nil))
+          (kill-buffer (lispm-own-agent-buffer agent)))))))
+
 (ert-deftest lispm-e2e-own-two-edits-are-two-undo-steps ()
   "Two edits in one turn, the user typing in between: one undo, one edit."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
