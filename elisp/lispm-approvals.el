@@ -211,6 +211,7 @@ A helper is \"NAME (role ROLE, helper of CALLER)\"."
          (pcase (lispm-approval-kind approval)
            ('shell (format "shell: %s" (or (plist-get target :command) "")))
            ('eval (format "eval: %s" (or (plist-get target :form) "")))
+           ('mcp (format "mcp: %s" (string-join (plist-get target :names) " ")))
            (kind (string-trim (format "%s %s" kind files)))))
      200)))
 

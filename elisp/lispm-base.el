@@ -69,6 +69,7 @@
 ;;   -32070  lispm-diff-does-not-apply       a hunk whose lines are not there
 ;;   -32071  lispm-diff-failed               the diff program failed
 ;;   -32072  lispm-revert-conflict           the user changed what is to be reverted
+;;   -32073  lispm-mcp-error                 an MCP server is misconfigured or failed
 ;;   -32075  lispm-skill-error               a skill's code failed
 ;;   -32076  lispm-skill-unknown             no skill of that name
 ;;   -32077  lispm-skill-broken              a skill's code does not read

@@ -56,6 +56,7 @@
 (require 'lispm-model)
 (require 'lispm-session)
 (require 'lispm-project-rules)
+(require 'lispm-mcp)
 (require 'lispm-turn)
 (require 'lispm-condition)
 (require 'lispm-run-lisp)
@@ -437,6 +438,9 @@ requests (`lispm-own-agent--resumed')."
         (lispm-own-agent-mode)))
     (when resume
       (lispm-own-agent--rebuild agent))
+    ;; The MCP servers of the user and of a trusted project: their tools
+    ;; are registered by the time the user has typed.
+    (lispm-mcp-sync folder)
     (lispm-messages-register agent (if resume
                                        (lambda (outcome) (lispm-own-agent--resumed agent outcome))
                                      #'ignore)

@@ -16,7 +16,8 @@
 
 ;; Every tool call an agent makes through LispM (and every action of
 ;; LispM's own agent) has a kind: `read', `introspect', `edit',
-;; `shell', `eval' or `message'.  The policy says, per role and per
+;; `shell', `eval', `message' or `mcp' (the list is
+;; `lispm-policy-kind-alist').  The policy says, per role and per
 ;; kind, whether it runs at once (`allow'), waits for the user (`ask',
 ;; see `lispm-approvals'), or is refused (`deny'):
 ;;
@@ -25,7 +26,8 @@
 ;; A role's rules are tried in order and the first that matches wins.  A
 ;; rule may be narrowed to paths: it then applies only when every file
 ;; the call touches lies in the agent's folder and matches one of its
-;; glob patterns.  No matching rule means `ask'.
+;; glob patterns (for a tool of an MCP server, its SERVER/TOOL name
+;; must match).  No matching rule means `ask'.
 ;;
 ;; The user may allow a kind for one agent for the rest of its session
 ;; (`lispm-policy-grant'): `ask' becomes `allow' for that agent and kind;
@@ -59,7 +61,8 @@
     (edit . "changing files")
     (shell . "running shell commands")
     (eval . "evaluating Emacs Lisp")
-    (message . "messages to other agents"))
+    (message . "messages to other agents")
+    (mcp . "calling the tools of the user's MCP servers"))
   "Every kind of action, in order, with what it covers.
 This is the one list of them: each tool has one of these kinds (the
 `:kind' of `lispm-define-tool'), and the policy's rules, session grants
@@ -96,12 +99,12 @@ and audit name them.")
 
 (defcustom lispm-policy-roles
   '((default (read allow) (introspect allow) (message allow)
-             (edit ask) (shell ask) (eval ask)))
+             (edit ask) (shell ask) (eval ask) (mcp ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):
 
-  KIND      one of `read', `introspect', `edit', `shell', `eval',
-            `message'
+  KIND      one of `lispm-policy-kinds': `read', `introspect',
+            `edit', `shell', `eval', `message', `mcp'...
   DECISION  `allow' (runs at once), `ask' (waits for the user's
             approval) or `deny' (refused with an error)
   PATTERNS  optional glob patterns, relative to the agent's folder,
@@ -109,7 +112,10 @@ A rule is (KIND DECISION [PATTERNS]):
             if every file of the action lies in the agent's folder and
             matches one of them.  `*' and `?' stay within a directory,
             `**' crosses directories, and a pattern without a slash
-            matches the file's name in any directory.
+            matches the file's name in any directory.  For a tool of
+            an MCP server, the patterns match SERVER/TOOL instead:
+            \"github/*\" is every tool of the server github, and
+            \"get_*\" (no slash) a tool of that name on any server.
 
 The first rule of the role that matches wins; with none, the answer is
 `ask'.  A role named here wins over a role's Org file of that name
@@ -221,12 +227,28 @@ working in FOLDER)."
   (cdr (or (lispm-policy--role-entry role folder)
            (lispm-policy--role-entry lispm-policy-default-role folder))))
 
-(defun lispm-policy--rule-decision (agent rule kind files)
-  "Return RULE's decision for AGENT's action of KIND on FILES, if it matches."
-  (pcase-let ((`(,rule-kind ,decision ,patterns) rule))
+(defun lispm-policy--names-match-p (patterns names)
+  "Return non-nil if NAMES are some, each matching one of the glob PATTERNS."
+  (and names
+       (cl-every (lambda (name)
+                   (cl-some (lambda (pattern)
+                              (let ((case-fold-search nil))
+                                (string-match-p (lispm-policy--glob-regexp pattern) name)))
+                            patterns))
+                 names)))
+
+(defun lispm-policy--rule-decision (agent rule kind target)
+  "Return RULE's decision for AGENT's action of KIND on TARGET, if it matches.
+A rule narrowed by patterns matches TARGET's `:names' (a tool of an
+MCP server, as SERVER/TOOL) when it has some, else its `:files'."
+  (pcase-let ((`(,rule-kind ,decision ,patterns) rule)
+              (names (plist-get target :names)))
     (when (and (eq rule-kind kind)
                (or (null patterns)
-                   (lispm-policy--paths-match-p agent patterns files)))
+                   (if names
+                       (lispm-policy--names-match-p patterns names)
+                     (lispm-policy--paths-match-p agent patterns
+                                                  (plist-get target :files)))))
       (if (memq decision lispm-policy-decisions) decision 'ask))))
 
 (defun lispm-policy--check-args (agent kind)
@@ -240,11 +262,10 @@ working in FOLDER)."
   "Return what ROLE's rules say of AGENT's action of KIND on TARGET.
 Like `lispm-policy-decide', but without the session grants."
   (lispm-policy--check-args agent kind)
-  (let ((files (plist-get target :files)))
-    (or (cl-some (lambda (rule) (lispm-policy--rule-decision agent rule kind files))
-                 (lispm-policy-rules (or role lispm-policy-default-role)
-                                     (lispm-actor-folder agent)))
-        'ask)))
+  (or (cl-some (lambda (rule) (lispm-policy--rule-decision agent rule kind target))
+               (lispm-policy-rules (or role lispm-policy-default-role)
+                                   (lispm-actor-folder agent)))
+      'ask))
 
 (defun lispm-policy-stricter (a b)
   "Return the stricter of the decisions A and B: `deny', then `ask', then `allow'."

@@ -610,9 +610,7 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
   "Return the job of the program SOURCE, for its Emacs."
   (list :source source
         :tools (mapcar (pcase-lambda (`(,symbol . ,tool))
-                         (list symbol (lispm-tool-name tool)
-                               (mapcar (lambda (spec) (lispm-tools-json-name (car spec)))
-                                       (lispm-tool-args tool))))
+                         (list symbol (lispm-tool-name tool) (lispm-tool-arg-names tool)))
                        (lispm-run-lisp--tools))
         :fuel lispm-lisp-default-fuel
         :call-fuel lispm-run-lisp--call-fuel

@@ -37,7 +37,7 @@
 ;; step on.  The user's skills and the apps' are trusted.  A project's
 ;; skill code runs only after the user trusts that project with
 ;; \\[lispm-trust-project], which records the SHA-256 of each skill's
-;; code in `lispm-skills-trust-file': code that changed is no longer
+;; code in `lispm-trust-file' (lispm-trust.el): code that changed is no longer
 ;; trusted until the user trusts the project again.  An untrusted
 ;; skill's instructions can still be read.  All of a skill's forms are
 ;; read before any is evaluated, so broken Lisp runs nothing.
@@ -57,6 +57,7 @@
 (require 'lispm-base)
 (require 'lispm-agents)
 (require 'lispm-tools)
+(require 'lispm-trust)
 
 ;;; Options and errors
 
@@ -68,11 +69,6 @@
 (defcustom lispm-skills-directories (list (locate-user-emacs-file "lispm/skills/"))
   "The folders of the user's own skills, Org files; their code is trusted."
   :type '(repeat directory)
-  :group 'lispm-skills)
-
-(defcustom lispm-skills-trust-file (locate-user-emacs-file "lispm/trust.eld")
-  "The file recording which projects' skill code the user trusts."
-  :type 'file
   :group 'lispm-skills)
 
 (defconst lispm-skills-project-subdirectory ".lispm/skills/"
@@ -219,72 +215,25 @@ Each is a plist (:name :kind nil :description :type \"skill\" :score), as
   "Return the SHA-256 of SKILL's code, its Lisp blocks."
   (secure-hash 'sha256 (mapconcat #'identity (lispm-skill-code skill) "\0")))
 
-(defun lispm-skills--trust ()
-  "Return the trust records: an alist (FILE . SHA-256) of skill files."
-  (when (file-readable-p lispm-skills-trust-file)
-    (with-temp-buffer
-      (insert-file-contents lispm-skills-trust-file)
-      (condition-case nil
-          (let ((records (read (current-buffer))))
-            (and (proper-list-p records) (cl-every #'consp records) records))
-        (error nil)))))
-
-(defun lispm-skills--save-trust (records)
-  "Write RECORDS to `lispm-skills-trust-file', atomically, mode 0600."
-  (let* ((file (expand-file-name lispm-skills-trust-file))
-         (dir (file-name-directory file)))
-    (with-file-modes #o700 (make-directory dir t))
-    (with-file-modes #o600
-      (lispm-write-file-whole
-       file (with-temp-buffer
-              (insert ";; Skills whose code the user trusts: (FILE . SHA-256 of its code).\n")
-              (let ((print-length nil) (print-level nil))
-                (pp records (current-buffer)))
-              (buffer-string))
-       'utf-8-unix))
-    (set-file-modes file #o600)))
-
 (defun lispm-skills-trusted-p (skill)
   "Return non-nil if SKILL's code may run.
 The user's skills and the apps' are trusted; a project's skill only if
-the user trusted its project when its code was what it is now."
+the user trusted its project when its code was what it is now
+\(`lispm-trust-project')."
   (or (memq (lispm-skill-source skill) '(user app))
-      (equal (cdr (assoc (lispm-skill-file skill) (lispm-skills--trust)))
-             (lispm-skills--hash skill))))
+      (lispm-trusted-p (lispm-skill-file skill) (lispm-skills--hash skill))))
 
-;;;###autoload
-(defun lispm-trust-project (folder &optional confirm)
-  "Trust the code of the skills of the project at FOLDER, as it is now.
-The project's skills are the Org files in `.lispm/skills/' there (or
-in the nearest folder above with one).  Their code may then run when
-an agent loads them; a skill whose code changes afterwards needs
-trusting again.  Interactively, ask for FOLDER (the current project
-by default) and, with CONFIRM, ask before trusting."
-  (interactive
-   (list (read-directory-name
-          "Trust the skills of the project: "
-          (if-let* ((project (project-current))) (project-root project) default-directory)
-          nil t)
-         t))
-  (let* ((root (or (lispm-skills--project-root (expand-file-name folder))
-                   (user-error "No %s in %s or above it"
-                               lispm-skills-project-subdirectory folder)))
-         (skills (mapcar (lambda (file) (lispm-skills--parse file 'project root))
-                         (lispm-skills--files
-                          (expand-file-name lispm-skills-project-subdirectory root))))
-         (names (mapconcat #'lispm-skill-name skills ", ")))
-    (unless skills
-      (user-error "No skills in %s" (expand-file-name lispm-skills-project-subdirectory root)))
-    (when (or (not confirm)
-              (yes-or-no-p (format "Let the Lisp code of %d skill(s) of %s run (%s)? "
-                                   (length skills) root names)))
-      (let ((records (lispm-skills--trust)))
-        (dolist (skill skills)
-          (setf (alist-get (lispm-skill-file skill) records nil nil #'equal)
-                (lispm-skills--hash skill)))
-        (lispm-skills--save-trust records))
-      (message "LispM: trusted the skills of %s: %s" root names)
-      (mapcar #'lispm-skill-name skills))))
+(defun lispm-skills--to-trust (folder)
+  "Return the skills of the project at FOLDER to trust, for `lispm-trust-project'.
+Each is (FILE HASH WHAT)."
+  (when-let* ((root (lispm-skills--project-root folder)))
+    (mapcar (lambda (file)
+              (let ((skill (lispm-skills--parse file 'project root)))
+                (list (lispm-skill-file skill) (lispm-skills--hash skill)
+                      (format "skill %s" (lispm-skill-name skill)))))
+            (lispm-skills--files (expand-file-name lispm-skills-project-subdirectory root)))))
+
+(add-hook 'lispm-trust-project-functions #'lispm-skills--to-trust)
 
 ;;; Loading
 
@@ -318,7 +267,7 @@ its message ends with OUTCOME, by default \"nothing was run\"."
 
 (defun lispm-skills--untrusted-reason (skill)
   "Say why SKILL's code did not run, and how the user can let it."
-  (let ((changed (assoc (lispm-skill-file skill) (lispm-skills--trust)))
+  (let ((changed (lispm-trust-recorded-p (lispm-skill-file skill)))
         (root (directory-file-name (lispm-skill-project skill))))
     (format "The code of skill %s was not run: %s.  Its instructions are above.  \
 To let it run, the user must review it (%s) and type M-x lispm-trust-project RET %s RET"

@@ -162,6 +162,15 @@ buffer visits is read only as far as that piece needs."
   :type 'natnum
   :group 'lispm-tools)
 
+(defcustom lispm-tools-offer-limit 20
+  "How many tools of the user's MCP servers are offered with every request.
+With more than this many, a model is sent none of their schemas at
+first: `search_tools' finds them, and those it finds are offered to
+that agent from its next request on.  LispM's own tools are always
+offered.  Many servers mean many tools, whose schemas would otherwise
+fill every request."
+  :type 'natnum)
+
 (defcustom lispm-tools-eval-print-limit 20000
   "The most characters of a printed value `eval_elisp' returns."
   :type 'integer
@@ -177,7 +186,12 @@ buffer visits is read only as far as that piece needs."
   (args nil :documentation "A list of (SYMBOL TYPE DESCRIPTION REQUIRED).")
   (function nil :documentation "The Lisp function: (FUNCTION AGENT ARGS...).")
   (targeter nil :documentation "Function of the same arguments returning
-what a call would touch, or nil."))
+what a call would touch, or nil.")
+  (input-schema nil :documentation "The JSON schema of the arguments, a hash table,
+for a tool defined from data (`lispm-tools-define'); nil for one
+`lispm-define-tool' made, whose schema comes from ARGS.")
+  (source nil :documentation "Where the tool comes from: nil for LispM's own,
+else the name of the user's MCP server that has it, a string."))
 
 (eval-and-compile
   (defconst lispm-tools-kinds lispm-policy-kinds
@@ -202,6 +216,15 @@ Agents that list tools (MCP `tools/list') should be told then.")
       (setq lispm-tools (append lispm-tools (list tool)))))
   (run-hooks 'lispm-tools-changed-hook)
   tool)
+
+(defun lispm-tools-remove (predicate)
+  "Remove every registered tool that PREDICATE is non-nil for.
+Return the names of those removed."
+  (let ((gone (cl-remove-if-not predicate lispm-tools)))
+    (when gone
+      (setq lispm-tools (cl-remove-if predicate lispm-tools))
+      (run-hooks 'lispm-tools-changed-hook))
+    (mapcar #'lispm-tool-name gone)))
 
 (defun lispm-tool-get (name)
   "Return the registered tool named NAME (a string such as \"read_file\"), or nil."
@@ -386,6 +409,51 @@ once with the result plist: (:ok t :text TEXT) or (:ok nil :error TEXT)."
   "Return non-nil if VALUE was made by `lispm-tools-defer'."
   (eq (car-safe value) 'lispm-tools--deferred))
 
+;;; Tools defined from data
+
+(cl-defun lispm-tools-define (name kind description function
+                                   &key schema source targeter)
+  "Register the tool NAME, defined from data rather than by a form.
+This is for tools known only at run time, as an MCP server's.  NAME
+is the tool's name for agents, a string; KIND one of
+`lispm-tools-kinds'; DESCRIPTION its text for the model.  SCHEMA is
+the JSON schema of its arguments, a hash table as `json-parse-string'
+makes with `:object-type' `hash-table', `:null-object' nil and
+`:false-object' `:json-false' (so that it goes back to JSON as it
+came).  FUNCTION is called with the agent and the arguments, one hash
+table of the same shape, and returns what a tool's body returns.
+TARGETER, if non-nil, is called the same way and returns what a call
+would touch (see `lispm-tool-target').  SOURCE names where the tool
+comes from (see `lispm-tool-source').  Return the tool."
+  (unless (and (stringp name) (string-match-p "\\`[A-Za-z0-9_-]\\{1,64\\}\\'" name))
+    (error "Tool name %S: must be 1 to 64 letters, digits, `_' or `-'" name))
+  (unless (hash-table-p schema)
+    (error "Tool %s: its schema must be a hash table" name))
+  (lispm-tools--register
+   (lispm-tool--make :name name :kind kind :description (or description "")
+                     :input-schema schema :source source
+                     :function function :targeter targeter)))
+
+(defun lispm-tools--schema-get (object key)
+  "Return KEY's value in OBJECT, a JSON object as a hash table, or nil."
+  (and (hash-table-p object) (gethash key object)))
+
+(defun lispm-tool-arg-names (tool)
+  "Return the JSON names of TOOL's arguments, in the order of its schema.
+Required arguments come first.  A program of run_lisp passes its
+positional arguments in this order."
+  (let ((tool (lispm-tools--tool tool)))
+    (if-let* ((schema (lispm-tool-input-schema tool)))
+        (let ((required (append (lispm-tools--schema-get schema "required") nil))
+              (all nil))
+          (when-let* ((properties (lispm-tools--schema-get schema "properties"))
+                      ((hash-table-p properties)))
+            (maphash (lambda (key _) (push key all)) properties))
+          (setq all (nreverse all))
+          (append (cl-remove-if-not #'stringp required)
+                  (cl-remove-if (lambda (name) (member name required)) all)))
+      (mapcar (lambda (spec) (lispm-tools-json-name (car spec))) (lispm-tool-args tool)))))
+
 ;;; Schemas
 
 (defun lispm-tools--type-schema (type)
@@ -401,9 +469,15 @@ once with the result plist: (:ok t :text TEXT) or (:ok nil :error TEXT)."
   "Return the JSON schema of TOOL's arguments, for MCP's `inputSchema'.
 TOOL is a `lispm-tool' or a tool's name.  The value is a plist whose
 `:properties' is a hash table (so that no arguments encode as {}) and
-whose `:required' is a vector."
-  (let* ((tool (lispm-tools--tool tool))
-         (properties (make-hash-table :test #'equal)))
+whose `:required' is a vector; or, for a tool defined from data, its
+`lispm-tool-input-schema', a hash table."
+  (let ((tool (lispm-tools--tool tool)))
+    (or (lispm-tool-input-schema tool)
+        (lispm-tools--args-schema tool))))
+
+(defun lispm-tools--args-schema (tool)
+  "Return the JSON schema of TOOL's arguments, made from its ARGS."
+  (let ((properties (make-hash-table :test #'equal)))
     (dolist (spec (lispm-tool-args tool))
       (puthash (lispm-tools-json-name (car spec))
                (append (lispm-tools--type-schema (nth 1 spec))
@@ -494,13 +568,103 @@ Return the values in the order of TOOL's arguments, nil for those absent."
                         (nth 2 spec))))))
             specs)))
 
+;; A tool defined from data (an MCP server's) takes its arguments as one
+;; JSON object, checked here as far as its schema's top level says, and
+;; made exact for the link: arguments come as `json-parse-string' gives
+;; them, with {} as nil, null as `:null' and false as `:false' (or
+;; lists for arrays, from a run_lisp program), and go on as jsonrpc.el
+;; sends them, objects as hash tables, null as nil, false as
+;; `:json-false'.
+
+(defun lispm-tools--json-value (value &optional type)
+  "Return VALUE, an argument from JSON, as jsonrpc.el would send it.
+TYPE is what the schema says VALUE is (\"array\", \"object\"...), if
+known: it decides what nil, an empty object or array, stands for."
+  (cond ((hash-table-p value)
+         (let ((copy (make-hash-table :test #'equal)))
+           (maphash (lambda (k v) (puthash (format "%s" k) (lispm-tools--json-value v) copy))
+                    value)
+           copy))
+        ((null value) (if (equal type "array") [] (make-hash-table :test #'equal)))
+        ((eq value :null) nil)
+        ((memq value '(:false :json-false)) :json-false)
+        ((and (consp value) (keywordp (car value)) (proper-list-p value)
+              (cl-evenp (length value)))
+         (let ((object (make-hash-table :test #'equal)))
+           (cl-loop for (k v) on value by #'cddr
+                    do (puthash (substring (symbol-name k) 1) (lispm-tools--json-value v)
+                                object))
+           object))
+        ((or (vectorp value) (proper-list-p value))
+         (vconcat (mapcar (lambda (item) (if (null item) nil (lispm-tools--json-value item)))
+                          value)))
+        (t value)))
+
+(defun lispm-tools--json-type-p (value type)
+  "Return non-nil if VALUE is of TYPE, VALUE as `lispm-tools--json-value' gives.
+TYPE is a JSON schema type, a string; an unknown TYPE accepts anything."
+  (pcase type
+    ("string" (stringp value))
+    ("integer" (integerp value))
+    ("number" (numberp value))
+    ("boolean" (memq value '(t :json-false)))
+    ("array" (vectorp value))
+    ("object" (hash-table-p value))
+    ("null" (null value))
+    (_ t)))
+
+(defun lispm-tools--data-arguments (tool args)
+  "Return ARGS of TOOL, a tool defined from data, as one JSON object.
+Check them against the top level of TOOL's schema: its required
+arguments are there, each argument has the type its schema names, and
+no other is given if the schema forbids others."
+  (let* ((schema (lispm-tool-input-schema tool))
+         (properties (let ((p (lispm-tools--schema-get schema "properties")))
+                       (and (hash-table-p p) p)))
+         (plist (lispm-tools--args-plist tool args))
+         (object (make-hash-table :test #'equal))
+         (name (lispm-tool-name tool)))
+    (cl-loop for (key value) on plist by #'cddr
+             for arg = (substring (symbol-name key) 1)
+             for type = (lispm-tools--schema-get
+                         (and properties (gethash arg properties)) "type")
+             for json = (lispm-tools--json-value value (and (stringp type) type))
+             do (when (and properties (not (gethash arg properties))
+                           (eq (lispm-tools--schema-get schema "additionalProperties")
+                               :json-false))
+                  (lispm-tools--signal
+                   'lispm-tool-bad-args "%s: unknown argument `%s'; it takes %s" name arg
+                   (mapconcat (lambda (n) (format-message "`%s'" n))
+                              (lispm-tool-arg-names tool) ", ")))
+             do (when (and (stringp type) (not (lispm-tools--json-type-p json type)))
+                  (lispm-tools--signal
+                   'lispm-tool-bad-args "%s: argument `%s' must be of type %s, not %s"
+                   name arg type
+                   (let ((print-length 5) (print-level 2))
+                     (truncate-string-to-width (format "%S" value) 60 nil nil "..."))))
+             do (puthash arg json object))
+    (dolist (required (append (lispm-tools--schema-get schema "required") nil))
+      (when (and (stringp required) (null (gethash required object)))
+        (lispm-tools--signal 'lispm-tool-bad-args "%s: missing required argument `%s'%s"
+                             name required
+                             (if-let* ((doc (lispm-tools--schema-get
+                                             (and properties (gethash required properties))
+                                             "description"))
+                                       ((stringp doc)))
+                                 (format " (%s)" (truncate-string-to-width doc 80 nil nil "…"))
+                               ""))))
+    object))
+
 (defun lispm-tools-validate (tool args)
   "Check ARGS, a plist from JSON, against the schema of TOOL; return t.
 TOOL is a `lispm-tool' or a tool's name.  Signal `lispm-tool-unknown'
 for an unknown tool, and `lispm-tool-bad-args', naming the argument,
 for a missing required argument, one of the wrong type, or one TOOL
 does not take."
-  (lispm-tools--check-args (lispm-tools--tool tool) args)
+  (let ((tool (lispm-tools--tool tool)))
+    (if (lispm-tool-input-schema tool)
+        (lispm-tools--data-arguments tool args)
+      (lispm-tools--check-args tool args)))
   t)
 
 (defvar lispm-sessions-directory)
@@ -523,7 +687,16 @@ what it did: an agent whose folder holds `lispm-sessions-directory'
 Validate ARGS, then confine `file' arguments to AGENT's folder,
 replacing each with its truename, and refuse a file of keys or tokens
 \(`lispm-secrets-file-p') and LispM's records of sessions
-\(`lispm-tools--record-p'), whatever the folder."
+\(`lispm-tools--record-p'), whatever the folder.  A tool defined from
+data gets one value, the arguments as one JSON object
+\(`lispm-tools--data-arguments')."
+  (if (lispm-tool-input-schema tool)
+      (list (lispm-tools--data-arguments tool args))
+    (lispm-tools--spec-arguments tool agent args)))
+
+(defun lispm-tools--spec-arguments (tool agent args)
+  "Return the argument values of a call of TOOL by AGENT with ARGS.
+TOOL is one `lispm-define-tool' made; see `lispm-tools--arguments'."
   (cl-mapcar (lambda (spec value)
                (if (and value (eq (nth 1 spec) 'file))
                    (let ((file (lispm-tools-resolve agent value)))
@@ -1262,6 +1435,25 @@ DESCRIPTION's words 1, and 0 if it occurs nowhere."
         (string-trim (match-string 0 description))
       description)))
 
+(defvar lispm-tools--found (make-hash-table :test #'eq :weakness 'key)
+  "The tools of MCP servers each agent found: actor -> their names.")
+
+(defun lispm-tools-note-found (actor names)
+  "Remember that ACTOR found the tools NAMES, so that they are offered to it."
+  (let ((known (gethash actor lispm-tools--found)))
+    (dolist (name names)
+      (unless (member name known) (push name known)))
+    (puthash actor known lispm-tools--found)))
+
+(defun lispm-tools-offered-p (tool actor)
+  "Return non-nil if TOOL's schema is sent to ACTOR's model with each request.
+LispM's own tools are.  Those of MCP servers are while there are at
+most `lispm-tools-offer-limit' of them; past that, only once ACTOR
+found them with `search_tools' (`lispm-tools-note-found')."
+  (or (null (lispm-tool-source tool))
+      (<= (cl-count-if #'lispm-tool-source lispm-tools) lispm-tools-offer-limit)
+      (and actor (member (lispm-tool-name tool) (gethash actor lispm-tools--found)) t)))
+
 (defun lispm-tools-search (query &optional folder)
   "Return the tools and skills QUERY's words match, best first.
 Each is a plist (:name :kind :description :type :score), ready for
@@ -1275,6 +1467,7 @@ include those of the project at FOLDER.  An empty QUERY matches all."
                          when (or all (> score 0))
                          collect (list :name (lispm-tool-name tool)
                                        :kind (symbol-name (lispm-tool-kind tool))
+                                       :source (lispm-tool-source tool)
                                        :description (lispm-tools--short
                                                      (lispm-tool-description tool))
                                        :type "tool" :score score)))
@@ -1291,16 +1484,26 @@ include those of the project at FOLDER.  An empty QUERY matches all."
   "Find tools and skills by words in their names and descriptions.
 A skill's instructions, and its tools, come from the skill tool."
   :kind 'read
-  (let ((found (lispm-tools-search query (lispm-tools--folder agent))))
+  (let* ((found (lispm-tools-search query (lispm-tools--folder agent)))
+         (served (cl-loop for hit in found
+                          when (plist-get hit :source) collect (plist-get hit :name)))
+         (new (cl-remove-if (lambda (name) (lispm-tools-offered-p (lispm-tool-get name) agent))
+                            served)))
+    (lispm-tools-note-found agent served)
     (if (null found)
         (format "Nothing matches %S." query)
-      (mapconcat (lambda (hit)
-                   (format "%s (%s): %s" (plist-get hit :name)
-                           (if (equal (plist-get hit :type) "skill")
-                               "skill"
-                             (format "tool, %s" (plist-get hit :kind)))
-                           (plist-get hit :description)))
-                 found "\n"))))
+      (concat
+       (mapconcat (lambda (hit)
+                    (format "%s (%s): %s" (plist-get hit :name)
+                            (cond ((equal (plist-get hit :type) "skill") "skill")
+                                  ((plist-get hit :source)
+                                   (format "tool of MCP server %s, %s"
+                                           (plist-get hit :source) (plist-get hit :kind)))
+                                  (t (format "tool, %s" (plist-get hit :kind))))
+                            (plist-get hit :description)))
+                  found "\n")
+       (and new (format "\n\nOffered to you from your next step: %s."
+                        (string-join new ", ")))))))
 
 (provide 'lispm-tools)
 ;;; lispm-tools.el ends here

@@ -275,7 +275,9 @@ A turn whose sink is gone runs no more: it is cancelled."
 ;;; Asking the model
 
 (defvar lispm-turn--tools nil
-  "The tools offered, as made for `lispm-tools', or nil: (REGISTRY . OFFERED).")
+  "The tools offered, as made for `lispm-tools', or nil.
+It is (REGISTRY . ENTRIES), each of ENTRIES (TOOL . PLIST), PLIST the
+tool as the request gives it to the model.")
 
 (defun lispm-turn--forget-tools ()
   "Forget the tools offered: a tool was defined or redefined."
@@ -285,23 +287,26 @@ A turn whose sink is gone runs no more: it is cancelled."
 
 (defun lispm-turn-tools (&optional actor)
   "Return the tools offered to the model: LispM's registry, for the request.
-With ACTOR, only those it may use (`lispm-roles-actor-tools').  They
-are made once, not for each request, until a tool is defined or
-redefined."
-  (let ((offered
+With ACTOR, only those it may use (`lispm-roles-actor-tools') and is
+offered (`lispm-tools-offered-p': past a number of them, the tools of
+MCP servers only once ACTOR found them).  They are made once, not for
+each request, until a tool is defined or redefined."
+  (let ((entries
          (if (and lispm-turn--tools (eq (car lispm-turn--tools) lispm-tools))
              (cdr lispm-turn--tools)
            (cdr (setq lispm-turn--tools
                       (cons lispm-tools
                             (mapcar (lambda (tool)
-                                      (list :name (lispm-tool-name tool)
-                                            :description (lispm-tool-description tool)
-                                            :parameters (lispm-tool-schema tool)))
+                                      (cons tool
+                                            (list :name (lispm-tool-name tool)
+                                                  :description (lispm-tool-description tool)
+                                                  :parameters (lispm-tool-schema tool))))
                                     lispm-tools))))))
         (allowed (if actor (lispm-roles-actor-tools actor) 'all)))
-    (if (eq allowed 'all)
-        offered
-      (cl-remove-if-not (lambda (tool) (member (plist-get tool :name) allowed)) offered))))
+    (cl-loop for (tool . plist) in entries
+             when (and (or (eq allowed 'all) (member (lispm-tool-name tool) allowed))
+                       (lispm-tools-offered-p tool actor))
+             collect plist)))
 
 (cl-defun lispm-turn-start (actor buffer number model messages
                                   &key system sink (offered t))

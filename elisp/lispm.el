@@ -65,7 +65,9 @@
 ;;   lispm-project-rules.el  a project's AGENTS.md and CLAUDE.md, for the own agent
 ;;   lispm-secrets.el   what no tool shows an agent: keys, passwords, tokens
 ;;   lispm-tools.el     LispM's tool registry and its base tools
-;;   lispm-skills.el    org-file skills, and trusting a project's code
+;;   lispm-trust.el     what of a project the user trusts to run, by content hash
+;;   lispm-skills.el    org-file skills, their code run once trusted
+;;   lispm-mcp.el       the user's MCP servers; each of their tools a LispM tool
 ;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
 ;;   lispm-approvals.el asking the user: the approvals and their buffer
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
@@ -114,6 +116,7 @@
 (require 'lispm-notice)
 (require 'lispm-tools)
 (require 'lispm-skills)
+(require 'lispm-mcp)
 (require 'lispm-calls)
 (require 'lispm-introspect)
 (require 'lispm-helpers)

@@ -386,7 +386,7 @@ is a conflict, and nothing changes."
 (ert-deftest lispm-e2e-own-writes-a-skill-and-loads-it ()
   "It writes a skill, reviewed as Org; its tool is there once trusted and loaded."
   (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
-    (let ((lispm-skills-trust-file (lispm-e2e-dir "trust.eld"))
+    (let ((lispm-trust-file (lispm-e2e-dir "trust.eld"))
           (file (lispm-e2e-own-file "project" ".lispm/skills/greeter.org")))
       (unwind-protect
           (progn

@@ -17,7 +17,7 @@
 (require 'lispm-session)
 
 (defconst lispm-options-test--in-root
-  '(lispm-agents-file lispm-views-mode)
+  '(lispm-agents-file lispm-views-mode lispm-trust-file)
   "The options that concern LispM as a whole, in its root group.")
 
 (defun lispm-options-test--groups ()
@@ -52,7 +52,7 @@
                     (lispm-ledger-file . lispm-sidecar)
                     (lispm-sidecar-debug-log-size . lispm-sidecar)
                     (lispm-paste-return-delay . lispm-terminal)
-                    (lispm-skills-trust-file . lispm-skills)
+                    (lispm-trust-file . lispm)
                     (lispm-blocks-animate . lispm-blocks)
                     (lispm-lisp-default-fuel . lispm-lisp)
                     (lispm-run-lisp-output-limit . lispm-run-lisp)

@@ -51,7 +51,7 @@ The project has `.lispm/skills/'; the agent works in the project."
           (project (file-name-as-directory (expand-file-name "project" root)))
           (user (file-name-as-directory (expand-file-name "user-skills" root)))
           (lispm-skills-directories (list user))
-          (lispm-skills-trust-file (expand-file-name "config/lispm/trust.eld" root))
+          (lispm-trust-file (expand-file-name "config/lispm/trust.eld" root))
           (lispm-tools lispm-tools)
           (lispm-skills-test--effect nil)
           (text-quoting-style 'grave))
@@ -164,14 +164,14 @@ The project has `.lispm/skills/'; the agent works in the project."
 (ert-deftest lispm-skills-test-trust-then-change ()
   (lispm-skills-test--fixture
     (let ((file (lispm-skills-test--project-skill project "greet" lispm-skills-test--greet)))
-      (should (equal (lispm-trust-project project) '("greet")))
+      (should (equal (lispm-trust-project project) '("skill greet")))
       ;; The trust file: private, readable, no temporary files left.
-      (should (file-exists-p lispm-skills-trust-file))
-      (should (= (file-modes lispm-skills-trust-file) #o600))
-      (should (equal (directory-files (file-name-directory lispm-skills-trust-file) nil
+      (should (file-exists-p lispm-trust-file))
+      (should (= (file-modes lispm-trust-file) #o600))
+      (should (equal (directory-files (file-name-directory lispm-trust-file) nil
                                       directory-files-no-dot-files-regexp)
                      '("trust.eld")))
-      (should (equal (car (car (lispm-skills--trust))) file))
+      (should (equal (car (car (lispm-trust-records))) file))
       (should (lispm-skills-trusted-p (lispm-skills-get "greet" project)))
       (let ((result (lispm-skill-load "greet" agent)))
         (should (eq (plist-get result :loaded) t))
