@@ -50,6 +50,7 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'seq)
 (require 'auth-source)
 (require 'lispm-base)
 (require 'lispm-sidecar)
@@ -422,6 +423,22 @@ the sidecar starts the servers and lists their tools, each within
 PLIST has :tools (how many it gave), :error (why none, or nil) and
 :source (`user', or the project's `.mcp.json')."
   lispm-mcp--status)
+
+(defun lispm-mcp-prompt-note (actor)
+  "Return what ACTOR's system prompt says of the servers' tools it is not offered.
+That is nil when it is offered all of them; else the servers and how
+many tools each has, and that `search_tools' finds them."
+  (let ((hidden (cl-loop for tool in lispm-tools
+                         when (and (lispm-tool-source tool)
+                                   (not (lispm-tools-offered-p tool actor)))
+                         collect (lispm-tool-source tool))))
+    (when hidden
+      (format "The user's MCP servers have more tools than you are offered: %s.  \
+search_tools finds them by words; those it finds are offered to you from your \
+next step."
+              (mapconcat (lambda (server)
+                           (format "%s (%d)" server (cl-count server hidden :test #'equal)))
+                         (seq-uniq hidden) ", ")))))
 
 (defun lispm-mcp--resync ()
   "Sync again, soon, if an earlier sidecar was told of servers."

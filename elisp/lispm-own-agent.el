@@ -168,7 +168,7 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 \"[Request R from NAME]\" with the reply tool.
 
 Your role is %s; the user's policy for it (first match wins):
-%s%s%s"
+%s%s%s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
           (lispm-actor-role agent) (lispm-own-agent--policy-text agent)
           (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
@@ -176,6 +176,9 @@ Your role is %s; the user's policy for it (first match wins):
                     (prompt (lispm-role-prompt role))
                     ((not (string-empty-p (string-trim prompt)))))
               (concat "\n\n" (string-trim prompt))
+            "")
+          (if-let* ((note (lispm-mcp-prompt-note agent)))
+              (concat "\n\n" note)
             "")
           (if-let* ((rules (lispm-project-rules-text (lispm-actor-folder agent))))
               (concat "\n\nThe project's rules, from its files (the root's first; a \

@@ -183,14 +183,19 @@
     (lispm-mcp-sync folder)
     (let ((names (lambda () (mapcar (lambda (tool) (plist-get tool :name)) (lispm-turn-tools agent)))))
       (should (member "mcp__everything__echo" (funcall names)))
+      (should-not (lispm-mcp-prompt-note agent))
       (let ((lispm-tools-offer-limit 1))
         (should-not (cl-some (lambda (name) (string-prefix-p "mcp__" name)) (funcall names)))
         (should (member "read_file" (funcall names)))
+        ;; The prompt says what is not offered, and how to find it.
+        (should (string-match-p "more tools than you are offered: everything (2)\\.  search_tools"
+                                (lispm-mcp-prompt-note agent)))
         (let ((found (plist-get (lispm-tools-call "search_tools" agent '(:query "echo")) :text)))
           (should (string-match-p "mcp__everything__echo (tool of MCP server everything, mcp): (MCP server everything) Echoes" found))
           (should (string-match-p "Offered to you from your next step: mcp__everything__echo\\." found)))
         (should (member "mcp__everything__echo" (funcall names)))
         (should-not (member "mcp__everything__get-sum" (funcall names)))
+        (should (string-search "everything (1)" (lispm-mcp-prompt-note agent)))
         ;; Found by one agent, not offered to another.
         (should-not (member "mcp__everything__echo"
                             (mapcar (lambda (tool) (plist-get tool :name))
