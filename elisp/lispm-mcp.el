@@ -424,8 +424,33 @@ PLIST has :tools (how many it gave), :error (why none, or nil) and
 :source (`user', or the project's `.mcp.json')."
   lispm-mcp--status)
 
+;;;###autoload
+(defun lispm-mcp-describe ()
+  "Show the MCP servers, where each comes from, and their tools or error.
+The servers are synced first, so what is shown is what the sidecar
+has now."
+  (interactive)
+  (lispm-mcp-sync
+   nil (lambda ()
+         (with-help-window (get-buffer-create "*LispM MCP servers*")
+           (if (null lispm-mcp--status)
+               (princ "No MCP servers: set `lispm-mcp-servers', or trust a project \
+whose .mcp.json names some (M-x lispm-trust-project).\n")
+             (pcase-dolist (`(,name . ,status) lispm-mcp--status)
+               (princ (format "%s  (%s)\n" name
+                              (let ((source (plist-get status :source)))
+                                (if (eq source 'user) "lispm-mcp-servers"
+                                  (abbreviate-file-name source)))))
+               (if-let* ((why (plist-get status :error)))
+                   (princ (format "  no tools: %s\n" why))
+                 (dolist (tool lispm-tools)
+                   (when (equal (lispm-tool-source tool) name)
+                     (princ (format "  %-40s %s\n" (lispm-tool-name tool)
+                                    (lispm-tool-kind tool))))))
+               (terpri)))))))
+
 (defun lispm-mcp-prompt-note (actor)
-  "Return what ACTOR's system prompt says of the servers' tools it is not offered.
+  "Return the note of ACTOR's system prompt on the servers' tools not offered.
 That is nil when it is offered all of them; else the servers and how
 many tools each has, and that `search_tools' finds them."
   (let ((hidden (cl-loop for tool in lispm-tools

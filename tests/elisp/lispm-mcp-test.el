@@ -126,6 +126,13 @@
       (should (equal (lispm-tool-arg-names sum) '("a" "b" "opts" "tags"))))
     (should (equal (plist-get (cdr (assoc "broken" (lispm-mcp-status))) :error)
                    "the server did not answer in 30 s"))
+    ;; The user sees each server, its tools and kinds, or why it has none.
+    (lispm-mcp-describe)
+    (with-current-buffer "*LispM MCP servers*"
+      (should (string-match-p "^everything  (lispm-mcp-servers)\n  mcp__everything__echo +mcp\n  mcp__everything__get-sum +read$"
+                              (buffer-string)))
+      (should (string-search "broken  (lispm-mcp-servers)\n  no tools: the server did not answer in 30 s"
+                             (buffer-string))))
     (should (string-match-p "LISPM_MCP_TEST_NEVER_SET is not set"
                             (plist-get (cdr (assoc "unset" (lispm-mcp-status))) :error)))
     ;; The servers go: so do their tools.
