@@ -59,7 +59,8 @@
     (edit . "changing files")
     (shell . "running shell commands")
     (eval . "evaluating Emacs Lisp")
-    (message . "messages to other agents"))
+    (message . "messages to other agents")
+    (remember . "writing LispM's own memory files"))
   "Every kind of action, in order, with what it covers.
 This is the one list of them: each tool has one of these kinds (the
 `:kind' of `lispm-define-tool'), and the policy's rules, session grants
@@ -95,13 +96,13 @@ and audit name them.")
                         string))))
 
 (defcustom lispm-policy-roles
-  '((default (read allow) (introspect allow) (message allow)
+  '((default (read allow) (introspect allow) (message allow) (remember allow)
              (edit ask) (shell ask) (eval ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):
 
   KIND      one of `read', `introspect', `edit', `shell', `eval',
-            `message'
+            `message', `remember'
   DECISION  `allow' (runs at once), `ask' (waits for the user's
             approval) or `deny' (refused with an error)
   PATTERNS  optional glob patterns, relative to the agent's folder,
