@@ -304,35 +304,54 @@ Unsaved edits in that buffer are kept: TEXT was made from them."
 changed it both on disk and in its buffer"
                        (abbreviate-file-name file) (error-message-string err)))))))
 
+(defun lispm-memory--plan (scope folder fact by)
+  "Return (FILE FACT OLD NEW): FACT added to the memory of SCOPE (FOLDER's).
+FACT comes back cleaned (`lispm-memory--clean'); OLD is FILE's text
+now, nil if there is none, and NEW the text with FACT's heading added,
+BY (if non-nil) naming who remembered it.  Nothing is written; a
+memory that would grow past `lispm-memory-file-limit' is an error."
+  (let* ((fact (lispm-memory--clean fact))
+         (file (lispm-memory-file scope folder))
+         (old (lispm-edit-file-text file))
+         (base (or old (lispm-memory--header scope folder)))
+         (entry (format "* %s\n:PROPERTIES:\n:CREATED:  %s\n%s:END:\n" fact
+                        (let ((system-time-locale "C"))
+                          (format-time-string "[%Y-%m-%d %a %H:%M]"))
+                        (if by (format ":BY:       %s\n" by) "")))
+         (new (concat base (if (or (string-empty-p base) (string-suffix-p "\n" base)) "" "\n")
+                      entry)))
+    (when (> (length new) lispm-memory-file-limit)
+      (lispm-signal 'lispm-tool-error (list file)
+                    "remember: %s would grow past %d characters \
+\(`lispm-memory-file-limit'); ask the user to prune it (M-x lispm-memory-visit)"
+                    (abbreviate-file-name file) lispm-memory-file-limit))
+    (list file fact old new)))
+
 (defun lispm-memory-add (scope folder fact &optional by)
   "Add FACT to the memory of SCOPE, `user' or FOLDER's `project'; return the file.
 BY, if given, names who remembered it.  FACT is made one line, its
 known secrets withheld (see `lispm-memory--clean'); the file is written
 whole, through its buffer if one visits it, and its commit queued."
-  (let* ((fact (lispm-memory--clean fact))
-         (file (lispm-memory-file scope folder))
+  (let* ((file (lispm-memory-file scope folder))
          (buffer (find-buffer-visiting file)))
     ;; A buffer behind the disk, with nothing of the user's: take the disk's.
     (when (and buffer (not (buffer-modified-p buffer)) (file-exists-p file)
                (not (verify-visited-file-modtime buffer)))
       (with-current-buffer buffer (revert-buffer t t t)))
-    (let* ((old (or (lispm-edit-file-text file) (lispm-memory--header scope folder)))
-           (entry (format "* %s\n:PROPERTIES:\n:CREATED:  %s\n%s:END:\n" fact
-                          (let ((system-time-locale "C"))
-                            (format-time-string "[%Y-%m-%d %a %H:%M]"))
-                          (if by (format ":BY:       %s\n" by) "")))
-           (text (concat old (if (or (string-empty-p old) (string-suffix-p "\n" old)) "" "\n")
-                         entry)))
-      (when (> (length text) lispm-memory-file-limit)
-        (lispm-signal 'lispm-tool-error (list file)
-                      "remember: %s would grow past %d characters \
-\(`lispm-memory-file-limit'); ask the user to prune it (M-x lispm-memory-visit)"
-                      (abbreviate-file-name file) lispm-memory-file-limit))
+    (pcase-let ((`(,file ,fact ,_old ,new) (lispm-memory--plan scope folder fact by)))
       (with-file-modes #o700 (make-directory (file-name-directory file) t))
-      (lispm-memory--write file text)
+      (lispm-memory--write file new)
       (lispm-memory--commit file (format "%s remembers: %s" (or by "LispM")
                                          (truncate-string-to-width fact 72 nil nil "...")))
       file)))
+
+(defun lispm-memory--scope (scope)
+  "Return SCOPE, a `remember' call's argument, as `user' or `project'."
+  (pcase scope
+    ((or 'nil "" "project") 'project)
+    ("user" 'user)
+    (_ (lispm-signal 'lispm-tool-bad-args (list scope)
+                     "remember: scope must be user or project, not %S" scope))))
 
 (lispm-define-tool remember (agent (fact string "The fact, one line: The user's name is Ada.")
                                    &optional
@@ -343,22 +362,19 @@ the project's conventions and decisions.  SCOPE `user' is for facts
 about the user, `project' (the default) for the project.  Remembered
 facts come in your system prompt, in every session."
   :kind 'remember
-  :target (list :files nil
-                :memory (lispm-memory-file (lispm-memory--scope scope)
-                                           (lispm-actor-folder agent))
-                :fact fact)
+  ;; LispM's own file, not the agent's: no :files for path rules; the
+  ;; approval, if the user's policy asks, shows the change.
+  :target (pcase-let ((`(,file ,_fact ,old ,new)
+                       (lispm-memory--plan (lispm-memory--scope scope) (lispm-actor-folder agent)
+                                           fact (lispm-actor-name agent))))
+            (list :files nil
+                  :diff (lispm-edit-diff (or old "") new
+                                         (file-relative-name
+                                          file (expand-file-name lispm-sessions-directory)))))
   (let* ((scope (lispm-memory--scope scope))
          (file (lispm-memory-add scope (lispm-actor-folder agent) fact (lispm-actor-name agent))))
     (format "Remembered in %s's memory (%s)." (if (eq scope 'user) "the user" "the project")
             (file-relative-name file (lispm-memory-directory)))))
-
-(defun lispm-memory--scope (scope)
-  "Return SCOPE, a `remember' call's argument, as `user' or `project'."
-  (pcase scope
-    ((or 'nil "" "project") 'project)
-    ("user" 'user)
-    (_ (lispm-signal 'lispm-tool-bad-args (list scope)
-                     "remember: scope must be user or project, not %S" scope))))
 
 ;;; The user's view
 

@@ -219,6 +219,44 @@ sessions folder and `agent' an actor working in the project."
         (should (string-search "`lispm-memory-file-limit'" (plist-get result :error)))
         (should (equal before (lispm-test-read-file file)))))))
 
+;; The approval shows the change; a bad fact fails before anyone is asked.
+(ert-deftest lispm-memory-test-the-target-is-the-change ()
+  "The remember tool's target: no files of the agent's, the memory file's diff."
+  (lispm-memory-test--with
+    (let ((target (lispm-tool-target "remember" agent '(:fact "Tabs, not spaces."))))
+      (should (eq (plist-get target :kind) 'remember))
+      (should (null (plist-get target :files)))
+      (should (string-match-p "^\\+\\* Tabs, not spaces\\.$" (plist-get target :diff)))
+      (should (string-search "memory/projects/" (plist-get target :diff)))
+      (should-not (file-exists-p (lispm-memory-file 'project folder))))
+    (should-error (lispm-tool-target "remember" agent '(:fact "")) :type 'lispm-tool-bad-args)))
+
+(ert-deftest lispm-memory-test-the-user-visits-and-saves ()
+  "M-x lispm-memory-visit: the file as Org, with its header; a save is committed."
+  (lispm-memory-test--with
+    (let* ((default-directory folder)
+           (buffer (save-window-excursion (lispm-memory-visit))))
+      (unwind-protect
+          (with-current-buffer buffer
+            (should (equal buffer-file-name (lispm-memory-file 'project folder)))
+            (should (derived-mode-p 'org-mode))
+            (should (string-prefix-p "#+TITLE: LispM's memory: " (buffer-string)))
+            (goto-char (point-max))
+            (insert "* Written by the user\n")
+            (save-buffer)
+            (should (lispm-sessions-wait-for-commits 30))
+            (should (string-search "* Written by the user"
+                                   (lispm-memory-test--git
+                                    sessions "show"
+                                    (concat "HEAD:" (file-relative-name buffer-file-name
+                                                                        sessions)))))
+            (should (equal (lispm-memory-test--git sessions "log" "-1" "--format=%s")
+                           "The user edited the memory\n")))
+        (kill-buffer buffer)))
+    (let ((buffer (save-window-excursion (lispm-memory-visit t))))
+      (should (equal (buffer-file-name buffer) (lispm-memory-file 'user)))
+      (kill-buffer buffer))))
+
 (ert-deftest lispm-memory-test-the-kind-and-roles ()
   "The remember kind: allowed by the default role, denied to reviewers and testers."
   (should (assq 'remember lispm-policy-kind-alist))
