@@ -232,7 +232,7 @@ sessions folder and `agent' an actor working in the project."
     (should-error (lispm-tool-target "remember" agent '(:fact "")) :type 'lispm-tool-bad-args)))
 
 (ert-deftest lispm-memory-test-the-user-visits-and-saves ()
-  "M-x lispm-memory-visit: the file as Org, with its header; a save is committed."
+  "`lispm-memory-visit': the file as Org, with its header; a save is committed."
   (lispm-memory-test--with
     (let* ((default-directory folder)
            (buffer (save-window-excursion (lispm-memory-visit))))
