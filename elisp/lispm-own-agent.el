@@ -57,6 +57,7 @@
 (require 'lispm-session)
 (require 'lispm-project-rules)
 (require 'lispm-mcp)
+(require 'lispm-memory)
 (require 'lispm-turn)
 (require 'lispm-condition)
 (require 'lispm-run-lisp)
@@ -151,11 +152,21 @@ compaction's turn (`lispm-own-agent--compact'), or t as it starts."))
              (lispm-policy-rules (lispm-actor-role agent) (lispm-actor-folder agent))
              "\n"))
 
+(defun lispm-own-agent--latest-user-text (agent)
+  "Return the user's latest text in AGENT's turn, or nil."
+  (when-let* ((turn (lispm-own-agent-turn agent)))
+    (cl-loop for message in (reverse (lispm-turn-messages turn))
+             when (and (equal (plist-get message :role) "user")
+                       (stringp (plist-get message :content)))
+             return (plist-get message :content))))
+
 (defun lispm-own-agent-system-prompt (agent)
   "Return the system prompt of AGENT, made afresh for each request.
-It holds the policy, the folder and the project's rules
-\(`lispm-project-rules-text', read again when a file changed), so
-they survive compaction and follow edits."
+It holds the policy, the folder, the MCP tools not offered
+\(`lispm-mcp-prompt-note'), the project's rules
+\(`lispm-project-rules-text', read again when a file changed) and what
+is remembered (`lispm-memory-prompt-text', the most relevant to the
+user's latest text first), so they survive compaction and follow edits."
   (format "You are %s, LispM's own agent, running inside the user's Emacs.
 You work in the folder %s.
 Your tools are Lisp functions of LispM.  Every call passes the user's
@@ -168,7 +179,7 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 \"[Request R from NAME]\" with the reply tool.
 
 Your role is %s; the user's policy for it (first match wins):
-%s%s%s%s"
+%s%s%s%s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
           (lispm-actor-role agent) (lispm-own-agent--policy-text agent)
           (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
@@ -184,6 +195,12 @@ Your role is %s; the user's policy for it (first match wins):
               (concat "\n\nThe project's rules, from its files (the root's first; a \
 nearer folder's refine them).  They guide how you work here; the \
 user's policy above still decides what runs:\n\n" rules)
+            "")
+          (if-let* ((memory (lispm-memory-prompt-text (lispm-actor-folder agent)
+                                                      (lispm-own-agent--latest-user-text agent))))
+              (concat "\n\nWhat you remember from earlier sessions (LispM's memory: \
+Org files the user reads and edits; the most relevant first).  Add to \
+it with the remember tool:\n" memory)
             "")))
 
 ;;; Turns

@@ -16,7 +16,7 @@
 
 ;; Every tool call an agent makes through LispM (and every action of
 ;; LispM's own agent) has a kind: `read', `introspect', `edit',
-;; `shell', `eval', `message' or `mcp' (the list is
+;; `shell', `eval', `message', `remember' or `mcp' (the list is
 ;; `lispm-policy-kind-alist').  The policy says, per role and per
 ;; kind, whether it runs at once (`allow'), waits for the user (`ask',
 ;; see `lispm-approvals'), or is refused (`deny'):
@@ -62,6 +62,7 @@
     (shell . "running shell commands")
     (eval . "evaluating Emacs Lisp")
     (message . "messages to other agents")
+    (remember . "writing LispM's own memory files")
     (mcp . "calling the tools of the user's MCP servers"))
   "Every kind of action, in order, with what it covers.
 This is the one list of them: each tool has one of these kinds (the
@@ -98,13 +99,13 @@ and audit name them.")
                         string))))
 
 (defcustom lispm-policy-roles
-  '((default (read allow) (introspect allow) (message allow)
+  '((default (read allow) (introspect allow) (message allow) (remember allow)
              (edit ask) (shell ask) (eval ask) (mcp ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):
 
   KIND      one of `lispm-policy-kinds': `read', `introspect',
-            `edit', `shell', `eval', `message', `mcp'...
+            `edit', `shell', `eval', `message', `remember', `mcp'...
   DECISION  `allow' (runs at once), `ask' (waits for the user's
             approval) or `deny' (refused with an error)
   PATTERNS  optional glob patterns, relative to the agent's folder,

@@ -480,11 +480,13 @@ made one line."
                                               (string-trim output))))))))))
        (t (lispm-sessions--send queue))))))
 
-(defun lispm-sessions-enqueue (file message)
+(defun lispm-sessions-enqueue (file message &optional directory)
   "Queue a commit of FILE, as it is on disk now, with MESSAGE.
 FILE was just written; the commit takes a name of its own for it
-\(`lispm-sessions--pin')."
-  (let* ((directory (file-name-directory file))
+\(`lispm-sessions--pin').  DIRECTORY is the repository, FILE's folder
+unless given (a file in a subfolder of it)."
+  (let* ((directory (if directory (file-name-as-directory (expand-file-name directory))
+                      (file-name-directory file)))
          (queue (lispm-sessions--queue directory))
          (program lispm-sessions-git-program))
     (unless (equal program (lispm-sessions--queue-program queue))

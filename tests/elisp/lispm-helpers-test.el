@@ -817,5 +817,17 @@ helper's role and callers: the header is trusted when it reopens."
               (should (eq (window-buffer) (lispm-own-agent-buffer agent)))))
           (kill-buffer lispm-apps-buffer-name))))))
 
+;;; What is remembered
+
+(ert-deftest lispm-helpers-test-a-helper-remembers-too ()
+  "A helper's system prompt has what is remembered, as its caller's has."
+  (lispm-helpers-test--with
+    (lispm-memory-add 'user folder "The user's name is Ada.")
+    (let* ((caller (lispm-helpers-test--own-agent folder))
+           (helper (lispm-helpers-test--start "tester" caller)))
+      (should (string-search "- (user, [" (lispm-own-agent-system-prompt helper)))
+      (should (string-search "The user's name is Ada." (lispm-own-agent-system-prompt helper)))
+      (should (string-search "The user's name is Ada." (lispm-own-agent-system-prompt caller))))))
+
 (provide 'lispm-helpers-test)
 ;;; lispm-helpers-test.el ends here

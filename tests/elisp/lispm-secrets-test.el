@@ -22,6 +22,7 @@
 (require 'lispm-views)
 (require 'lispm-model)
 (require 'lispm-run-lisp)
+(require 'lispm-memory)
 (require 'lispm-test-fixtures)
 
 (defconst lispm-secrets-test--planted
@@ -99,6 +100,7 @@ BODY gets the actor and the home directory, a truename with a slash."
                                    :model "m" :key (lispm-secrets-test--secret 'model))
                              lispm-models))
          (lispm-ledger-file (expand-file-name ".emacs.d/lispm/ledger.sqlite3" home))
+         (lispm-sessions-directory (expand-file-name ".emacs.d/lispm/sessions/" home))
          (lispm-policy-roles (eval (car (get 'lispm-policy-roles 'standard-value)) t))
          (kill-ring (list (concat "copied: " (lispm-secrets-test--secret 'env))))
          (lispm-planted-holder nil)
@@ -352,7 +354,9 @@ See `lispm-secrets-test--call-with-planted'."
     ("skill" (:name "planted"))
     ("list_agents" nil)
     ("run_lisp" (:program "(read-file \"notes.txt\")")
-     (:program "(list (read-file \"leaky.el\") (grep \"planted\"))")))
+     (:program "(list (read-file \"leaky.el\") (grep \"planted\"))"))
+    ("remember" (:fact "The key is sk-ant-planted-0123456789.")
+     (:fact "Password: direnv-planted-secret-4f2a9c" :scope "user")))
   "Each tool an agent may call unasked, with the arguments an attacker would try.")
 
 (defconst lispm-secrets-test--unattacked
@@ -382,7 +386,13 @@ or another agent's reply.")
           (dolist (args calls)
             (let ((outcome (lispm-secrets-test--call own tool args)))
               (should (equal (list tool args (lispm-secrets-test--leaks outcome))
-                             (list tool args nil))))))))))
+                             (list tool args nil)))))))
+      ;; What remember was given is withheld in its files too.
+      (let ((files (directory-files-recursively (lispm-memory-directory) "\\.org\\'")))
+        (should (= (length files) 2))
+        (dolist (file files)
+          (should-not (lispm-secrets-test--leaks (list :text (lispm-test-read-file file)))))))
+    (should (lispm-sessions-wait-for-commits 30))))
 
 (provide 'lispm-secrets-test)
 ;;; lispm-secrets-test.el ends here
