@@ -8,7 +8,14 @@ VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 NPM_DIR := $(CURDIR)/.deps/npm
 NPM_BIN := $(NPM_DIR)/node_modules/.bin
-NPM_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @emacs-eask/cli@0.12.9
+NPM_PACKAGES := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0 @emacs-eask/cli@0.12.9 \
+  @modelcontextprotocol/server-everything@2026.8.31 \
+  @modelcontextprotocol/server-filesystem@2026.8.31 \
+  @modelcontextprotocol/conformance@0.1.16
+# The MCP servers the tests run from PyPI get a venv of their own: their
+# `mcp` is not the sidecar's.
+MCP_VENV := $(CURDIR)/.deps/mcp-venv
+MCP_SERVER_PACKAGES := mcp-server-time==2026.10.19
 # Hermes gets a venv of its own: its pins differ from the sidecar's.
 HERMES_VENV := $(CURDIR)/.deps/hermes-venv
 HERMES_PACKAGE := hermes-agent[mcp,cli,pty]==0.19.0
@@ -24,13 +31,14 @@ export LISPM_SIDECAR_PYTHON := $(PY)
 export LISPM_NPM_BIN := $(NPM_BIN)
 export LISPM_HERMES_VENV := $(HERMES_VENV)
 export LISPM_OPENCLAW_BIN := $(OPENCLAW_BIN)
+export LISPM_MCP_VENV_BIN := $(MCP_VENV)/bin
 export EMACS
 
-.PHONY: all install system-deps venv npm hermes openclaw compile lint test test-fast demo bench package clean
+.PHONY: all install system-deps venv npm hermes openclaw mcp-servers compile lint test test-fast demo bench package clean
 
 all: test
 
-install: system-deps venv npm hermes openclaw
+install: system-deps venv npm hermes openclaw mcp-servers
 
 system-deps:
 	@sh scripts/install-system-deps.sh
@@ -52,6 +60,12 @@ hermes: $(HERMES_VENV)/.installed
 $(HERMES_VENV)/.installed: Makefile
 	@[ -x $(HERMES_VENV)/bin/python ] || $(PYTHON_BOOT) -m venv $(HERMES_VENV)
 	$(HERMES_VENV)/bin/pip install -q --disable-pip-version-check '$(HERMES_PACKAGE)'
+	@touch $@
+
+mcp-servers: $(MCP_VENV)/.installed
+$(MCP_VENV)/.installed: Makefile
+	@[ -x $(MCP_VENV)/bin/python ] || $(PYTHON_BOOT) -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install -q --disable-pip-version-check $(MCP_SERVER_PACKAGES)
 	@touch $@
 
 # Node 24 first, so that OpenClaw's install scripts run under it.

@@ -40,6 +40,7 @@
 ;;   -32001  lispm-unknown-agent             UnknownAgent
 ;;   -32005  lispm-sidecar-version-mismatch  VersionMismatch
 ;;   -32007  lispm-paste-not-now             NotNow: the sidecar retries
+;;   -32008  (a tool's failure in Emacs)     McpServerFailed: a user's MCP server
 ;;   -32030  lispm-tool-outside-folder       OutsideFolder
 ;;   -32040  lispm-tool-error                ToolFailed
 ;;   -32601  lispm-unknown-method            JSON-RPC: method not found

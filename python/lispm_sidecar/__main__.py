@@ -26,6 +26,7 @@ async def serve() -> None:
     stopping = asyncio.create_task(sidecar.stopping.wait())
     await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
     # Emacs gone (end of input): its terminals, and so the agents, are gone too.
+    await sidecar.close_mcp()
     await sidecar.agents.stop_all(keep_files=not reading.done())
     for task in (reading, stopping):
         task.cancel()

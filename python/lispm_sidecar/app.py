@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from . import PROTOCOL_VERSION, __version__, protocol
 from .agent import Agent, Services
@@ -52,6 +52,11 @@ from .protocol import (
     LedgerParams,
     LedgerResult,
     ListAgentsResult,
+    McpCallParams,
+    McpCallResult,
+    McpChangedParams,
+    McpServersParams,
+    McpServersResult,
     MessageSentResult,
     ModelCancelParams,
     ModelCancelResult,
@@ -71,6 +76,7 @@ from .runtime import remove_orphans, runtime_root
 from .watchers import Inotify
 
 if TYPE_CHECKING:
+    from .mcp_clients import McpClients
     from .models.stream import ModelStreams
 
 log = logging.getLogger(__name__)
@@ -109,6 +115,7 @@ class Sidecar:
         self.mirror = EditorMirror()
         self.lisp_tools = LispTools(link)
         self._models: ModelStreams | None = None
+        self._mcp: McpClients | None = None
         link.serve(protocol.HELLO, self.hello)
         link.serve(protocol.AGENT_START, self.agent_start)
         link.serve(protocol.AGENT_ATTACHED, self.agent_attached)
@@ -134,6 +141,8 @@ class Sidecar:
         link.serve(protocol.SHUTDOWN, self.shutdown)
         link.serve(protocol.MODEL_STREAM, self.model_stream)
         link.serve(protocol.MODEL_CANCEL, self.model_cancel)
+        link.serve(protocol.MCP_SERVERS, self.mcp_servers)
+        link.serve(protocol.MCP_CALL, self.mcp_call)
 
     @property
     def models(self) -> ModelStreams:
@@ -151,6 +160,31 @@ class Sidecar:
     async def model_cancel(self, params: ModelCancelParams) -> ModelCancelResult:
         """Cancel a model stream; see `ModelStreams.cancel`."""
         return await self.models.cancel(params)
+
+    @property
+    def mcp(self) -> McpClients:
+        """The clients of the user's MCP servers, made at the first use."""
+        if self._mcp is None:
+            from .mcp_clients import McpClients
+
+            self._mcp = McpClients(self._notify_mcp_changed)
+        return self._mcp
+
+    def _notify_mcp_changed(self, server: str, reason: Literal["tools", "exited"]) -> None:
+        self.link.notify(protocol.MCP_CHANGED, McpChangedParams(server=server, reason=reason))
+
+    async def mcp_servers(self, params: McpServersParams) -> McpServersResult:
+        """Take the user's MCP servers; see `McpClients.declare`."""
+        return await self.mcp.declare(params)
+
+    async def mcp_call(self, params: McpCallParams) -> McpCallResult:
+        """Call a tool of one of the user's MCP servers; see `McpClients.call`."""
+        return await self.mcp.call(params)
+
+    async def close_mcp(self) -> None:
+        """Stop the user's MCP servers, if any was started."""
+        if self._mcp is not None:
+            await self._mcp.close()
 
     @property
     def agents(self) -> Agents:
@@ -397,6 +431,7 @@ class Sidecar:
         """Stop every agent's server, delete their files, and exit after answering."""
         if self._models is not None:
             await self._models.close()
+        await self.close_mcp()
         await self.agents.stop_all(keep_files=False)
         asyncio.get_running_loop().call_soon(self.stopping.set)
         return {}

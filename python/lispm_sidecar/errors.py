@@ -58,6 +58,13 @@ class NotNow(LispmError):
     code = -32007
 
 
+class McpServerFailed(LispmError):
+    """One of the user's MCP servers could not be reached, answered an
+    error, or did not answer in time."""
+
+    code = -32008
+
+
 class VersionMismatch(LispmError):
     """Emacs and the sidecar speak different protocol versions."""
 

@@ -467,6 +467,57 @@ class ModelCancelResult(TypedDict):
     cancelled: bool
 
 
+class McpServerSpec(TypedDict, total=False):
+    """One of the user's MCP servers: a command over stdio, or a URL."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+    url: str
+    headers: dict[str, str]
+
+
+class McpServersParams(TypedDict):
+    """The whole set of the user's MCP servers, by name, and the seconds
+    each may take to start and list its tools."""
+
+    servers: dict[str, McpServerSpec]
+    timeout: NotRequired[float | None]
+
+
+class McpTool(TypedDict):
+    """A server's tool; its input schema as JSON text, so it reaches Emacs
+    exactly ({} and null apart); annotations as on the wire (readOnlyHint...)."""
+
+    name: str
+    description: str
+    input_schema_json: str
+    annotations: NotRequired[Json]
+
+
+class McpServerEntry(TypedDict):
+    name: str
+    tools: list[McpTool]
+    error: NotRequired[str]
+
+
+class McpServersResult(TypedDict):
+    servers: list[McpServerEntry]
+
+
+class McpCallParams(TypedDict):
+    server: Name
+    tool: Name
+    arguments: NotRequired[Json | None]
+    timeout: NotRequired[float | None]
+
+
+class McpCallResult(TypedDict):
+    text: str
+    is_error: bool
+
+
 # Sidecar → Emacs
 
 
@@ -495,6 +546,13 @@ class ModelEventParams(TypedDict):
     message: NotRequired[str]
     status: NotRequired[int]
     body: NotRequired[str]
+
+
+class McpChangedParams(TypedDict):
+    """A server's tools changed (it said so), or it died."""
+
+    server: str
+    reason: Literal["tools", "exited"]
 
 
 class EmacsAgent(TypedDict):
@@ -726,6 +784,10 @@ MODEL_STREAM = Method("lispm/model-stream", "sidecar", ModelStreamParams, Empty,
                       "start a model request; its answer comes as lispm/model-event")
 MODEL_CANCEL = Method("lispm/model-cancel", "sidecar", ModelCancelParams, ModelCancelResult,
                       "cancel a model stream: it sends nothing more")
+MCP_SERVERS = Method("lispm/mcp-servers", "sidecar", McpServersParams, McpServersResult,
+                     "the user's MCP servers, the whole set: start, stop, list their tools")
+MCP_CALL = Method("lispm/mcp-call", "sidecar", McpCallParams, McpCallResult,
+                  "call a tool of one of the user's MCP servers, with a deadline")
 
 LIST_AGENTS = Method("emacs/list-agents", "emacs", Empty, ListAgentsResult,
                      "the live agents, from Emacs's registry, and the roles")
@@ -760,6 +822,8 @@ AGENT_ACTIVITY = _notification("lispm/agent-activity", "emacs", AgentActivityPar
                                "an agent's activity, queue length and CLI session changed")
 MODEL_EVENT = _notification("lispm/model-event", "emacs", ModelEventParams,
                             "an event of a model stream: text, tool_call, usage, done, error")
+MCP_CHANGED = _notification("lispm/mcp-changed", "emacs", McpChangedParams,
+                            "a server's tools changed, or it died: sync again")
 
 #: Every method of the link, by name.
 METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
@@ -767,6 +831,7 @@ METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
     SEND_MESSAGE, ASK_AGENT, REPLY, REQUESTS, WITHDRAW, ACTOR_ACTIVITY,
     PING_EMACS, STATS, SHUTDOWN, MODEL_STREAM, MODEL_CANCEL, MODEL_EVENT,
+    MCP_SERVERS, MCP_CALL, MCP_CHANGED,
     LIST_AGENTS, START_HELPER, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE,
     SAVE_DOCUMENT, SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED,
     AGENT_ACTIVITY,

@@ -30,6 +30,7 @@ from . import (
     bench_ide,
     bench_ledger,
     bench_lisp,
+    bench_mcp,
     bench_room,
     bench_run_lisp,
     bench_tty,
@@ -65,6 +66,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "run_lisp_40_files": bench_run_lisp.forty_files,
     "run_lisp_key_answer": bench_tty.key_answer,
     "room": bench_room.room,
+    "mcp_request_bytes": bench_mcp.request_bytes,
+    "mcp_call": bench_mcp.call_overhead,
 }
 
 RESULTS = BENCH_DIR / "results.json"
