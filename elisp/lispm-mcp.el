@@ -409,7 +409,8 @@ the sidecar starts the servers and lists their tools, each within
       ;; must not sync again from `lispm-sidecar-connected-hook'.
       (lispm-sidecar-async-request
        'lispm/mcp-servers (list :servers servers :timeout lispm-mcp-connect-timeout)
-       :timeout (+ lispm-mcp-connect-timeout 10)
+       ;; One declaration may wait for another before its own starts.
+       :timeout (+ (* 2 lispm-mcp-connect-timeout) 10)
        :on-success (lambda (result)
                      (funcall finish (append (plist-get result :servers) nil)))
        :on-error (lambda (text)

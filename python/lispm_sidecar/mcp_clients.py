@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
@@ -52,9 +53,39 @@ CONNECT_TIMEOUT = 30.0
 CALL_TIMEOUT = 60.0
 #: Seconds a server has to stop before it is left to the transport's kill.
 STOP_TIMEOUT = 5.0
+#: Seconds before a server that failed to start is tried again by a declaration.
+RETRY_AFTER = 60.0
 
 Reason = Literal["tools", "exited"]
 Notify = Callable[[str, Reason], None]
+
+
+#: Run before a stdio server on Linux: the kernel kills it when the sidecar
+#: dies, even by SIGKILL, so that no server outlives it (PR_SET_PDEATHSIG
+#: survives exec).  A program that cannot run is said in one line.
+_ORPHAN_GUARD = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() == 1: sys.exit(1)\n"
+    "try: os.execvp(sys.argv[1], sys.argv[1:])\n"
+    "except OSError as err: sys.exit(f'cannot run {sys.argv[1]}: {err.strerror}')\n"
+)
+
+#: Servers being stopped in the background, so that a failed start answers at once.
+_STOPPING: set[asyncio.Task[None]] = set()
+
+
+async def _finish(task: asyncio.Task[None], stop: asyncio.Event, name: str) -> None:
+    """Stop a server's TASK: ask by STOP, then cancel; each wait bounded."""
+    stop.set()
+    try:
+        await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT)
+    except TimeoutError:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, STOP_TIMEOUT)
+    except BaseException:
+        log.debug("MCP server %s ended with an error", name, exc_info=True)
 
 
 class _StderrTail(asyncio.Protocol):
@@ -132,6 +163,8 @@ class McpServer:
         self._dead = asyncio.Event()
         self._stderr: _StderrTail | None = None
         self._garbage: str | None = None
+        self._starting = asyncio.Lock()
+        self.failed: tuple[float, McpServerFailed] | None = None
         self.tools: list[McpTool] | None = None
 
     # ------------------------------------------------------------- life
@@ -159,33 +192,39 @@ class McpServer:
         self._stop, self._dead = asyncio.Event(), asyncio.Event()
         self._garbage, self.tools = None, None
         self._ready = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(self._ready), name=f"mcp-{self.name}")
+        self._task = asyncio.create_task(self._run(self._ready, self._stop, self._dead),
+                                         name=f"mcp-{self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), seconds)
         except TimeoutError:
-            await self.stop()
-            raise self._failure(f"it did not answer in {seconds:g} s") from None
-        except McpServerFailed:
-            await self.stop()
-            raise
+            raise self._give_up(self._failure(f"it did not answer in {seconds:g} s")) from None
+        except McpServerFailed as err:
+            raise self._give_up(err) from None
         except Exception as err:
-            await self.stop()
-            raise self._failure(f"it could not start: {err}") from err
+            raise self._give_up(self._failure(f"it could not start: {err}")) from err
+        self.failed = None
+
+    def _give_up(self, failure: McpServerFailed) -> McpServerFailed:
+        """Stop this start in the background, remember FAILURE and return it."""
+        task, self._task = self._task, None
+        if task is not None:
+            cleanup = asyncio.create_task(_finish(task, self._stop, self.name))
+            _STOPPING.add(cleanup)
+            cleanup.add_done_callback(_STOPPING.discard)
+        self.failed = (asyncio.get_running_loop().time(), failure)
+        return failure
+
+    def failed_lately(self) -> McpServerFailed | None:
+        """Return why the server failed to start, if it did less than RETRY_AFTER ago."""
+        if self.failed and asyncio.get_running_loop().time() - self.failed[0] < RETRY_AFTER:
+            return self.failed[1]
+        return None
 
     async def stop(self) -> None:
         """Stop the server, if it runs; its transport ends the process."""
         task, self._task = self._task, None
-        if task is None:
-            return
-        self._stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT)
-        except TimeoutError:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(task, STOP_TIMEOUT)
-        except BaseException:
-            log.debug("MCP server %s ended with an error", self.name, exc_info=True)
+        if task is not None:
+            await _finish(task, self._stop, self.name)
 
     async def _open_stdio(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         """Start the server's process; return its transport's streams."""
@@ -199,9 +238,12 @@ class McpServer:
             transport, _ = await asyncio.get_running_loop().connect_read_pipe(
                 lambda: tail, os.fdopen(read_fd, "rb"))
             stack.callback(transport.close)
-            params = StdioServerParameters(
-                command=spec.get("command") or "", args=list(spec.get("args") or []),
-                env=dict(spec.get("env") or {}) or None, cwd=spec.get("cwd"))
+            command, args = spec.get("command") or "", list(spec.get("args") or [])
+            if sys.platform == "linux":
+                command, args = sys.executable, ["-c", _ORPHAN_GUARD, command, *args]
+            params = StdioServerParameters(command=command, args=args,
+                                           env=dict(spec.get("env") or {}) or None,
+                                           cwd=spec.get("cwd"))
             streams: tuple[Any, Any] = await stack.enter_async_context(
                 stdio_client(params, errlog=errlog))
         finally:
@@ -223,14 +265,20 @@ class McpServer:
     async def _on_message(self, message: Any) -> None:
         """Take what the server sends unasked: a changed tool list, or garbage."""
         if isinstance(message, Exception):
-            self._garbage = str(message)
+            # Pydantic's first line names its union; the line that says why comes after.
+            lines = [line.strip() for line in str(message).splitlines()
+                     if line.strip() and not line.strip().startswith("For further")]
+            self._garbage = lines[-1] if lines else type(message).__name__
             return
         if getattr(message, "method", None) == "notifications/tools/list_changed":
             self.tools = None
             self._notify(self.name, "tools")
 
-    async def _run(self, ready: asyncio.Future[Any]) -> None:
-        """The server's task: open, serve until stopped or dead, close."""
+    async def _run(self, ready: asyncio.Future[Any], stop_event: asyncio.Event,
+                   dead_event: asyncio.Event) -> None:
+        """The server's task: open, serve until STOP_EVENT or dead, close.
+
+        DEAD_EVENT is set once what the server sends has ended."""
         from mcp.client.session import ClientSession
 
         try:
@@ -249,7 +297,7 @@ class McpServer:
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         pass
                     finally:
-                        self._dead.set()
+                        dead_event.set()
 
                 group = await stack.enter_async_context(anyio.create_task_group())
                 group.start_soon(pump)
@@ -258,14 +306,14 @@ class McpServer:
                 await session.initialize()
                 if not ready.done():
                     ready.set_result(session)
-                stop = asyncio.ensure_future(self._stop.wait())
-                dead = asyncio.ensure_future(self._dead.wait())
+                stop = asyncio.ensure_future(stop_event.wait())
+                dead = asyncio.ensure_future(dead_event.wait())
                 try:
                     await asyncio.wait({stop, dead}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     stop.cancel()
                     dead.cancel()
-                if not self._stop.is_set():
+                if not stop_event.is_set():
                     self.tools = None
                     self._notify(self.name, "exited")
                 group.cancel_scope.cancel()
@@ -278,14 +326,15 @@ class McpServer:
             if not isinstance(err, Exception):
                 raise
         finally:
-            self._dead.set()
+            dead_event.set()
             if not ready.done():
                 ready.set_exception(self._failure("its connection closed while starting"))
 
     async def session(self, seconds: float) -> Any:
         """Return the live session, starting the server (again) if needed."""
-        if not self.live:
-            await self.start(seconds)
+        async with self._starting:
+            if not self.live:
+                await self.start(seconds)
         assert self._ready is not None
         return self._ready.result()
 
@@ -345,10 +394,17 @@ class McpClients:
 
     def __init__(self, notify: Notify) -> None:
         self._notify = notify
+        self._declaring = asyncio.Lock()
         self.servers: dict[str, McpServer] = {}
 
     async def declare(self, params: McpServersParams) -> McpServersResult:
-        """Take the whole set of servers; start the new, stop the gone; list tools."""
+        """Take the whole set of servers; start the new, stop the gone; list tools.
+
+        One declaration at a time: a later one sees what the earlier did."""
+        async with self._declaring:
+            return await self._declare(params)
+
+    async def _declare(self, params: McpServersParams) -> McpServersResult:
         timeout = float(params.get("timeout") or CONNECT_TIMEOUT)
         wanted = params["servers"]
         for name in [n for n, s in self.servers.items()
@@ -359,6 +415,8 @@ class McpClients:
                 self.servers[name] = McpServer(name, spec, self._notify)
 
         async def entry(server: McpServer) -> McpServerEntry:
+            if (failure := server.failed_lately()) is not None:
+                return {"name": server.name, "tools": [], "error": str(failure)}
             try:
                 return {"name": server.name, "tools": await server.list_tools(timeout)}
             except McpServerFailed as err:
@@ -381,4 +439,4 @@ class McpClients:
     async def close(self) -> None:
         """Stop every server."""
         servers, self.servers = list(self.servers.values()), {}
-        await asyncio.gather(*(server.stop() for server in servers))
+        await asyncio.gather(*(server.stop() for server in servers), *_STOPPING)

@@ -23,7 +23,7 @@
 DEFAULT, relative to the repository, is that folder when it is unset."
   (let ((program (expand-file-name
                   name (or (getenv variable)
-                           (expand-file-name default (lispm-e2e-dir "../.."))))))
+                           (expand-file-name default (expand-file-name ".." lispm-directory))))))
     (unless (file-executable-p program)
       (error "%s is not installed: run `make install'" program))
     program))
@@ -51,24 +51,23 @@ DEFAULT, relative to the repository, is that folder when it is unset."
   (declare (indent 1))
   `(let ((lispm-mcp-servers (lispm-e2e-mcp-servers))
          ;; The hostile server never answers: it fails in 5 s, not 30.
-         (lispm-mcp-connect-timeout 5))
+         (lispm-mcp-connect-timeout 5)
+         ;; Every tool of the three servers offered, but in the test of the limit.
+         (lispm-tools-offer-limit 100))
      (lispm-e2e-own-with (,agent "project" lispm-e2e-mcp--policy)
        (lispm-e2e-mcp-wait-tools)
        ,@body)))
 
 (defun lispm-e2e-mcp-wait-tools ()
-  "Wait until the servers are synced: every one has tools or an error."
-  (lispm-e2e-wait (lambda ()
-                    (and (= (length (lispm-mcp-status)) (length lispm-mcp-servers))
-                         (cl-every (lambda (entry)
-                                     (or (> (plist-get (cdr entry) :tools) 0)
-                                         (plist-get (cdr entry) :error)))
-                                   (lispm-mcp-status))))
-                  90 "the MCP servers' tools"))
+  "Sync the servers and wait until their tools are registered."
+  (let ((synced nil))
+    (lispm-mcp-sync nil (lambda () (setq synced t)))
+    (lispm-e2e-wait (lambda () synced) 90 "the MCP servers' tools")))
 
 (defun lispm-e2e-mcp--results (prompt-part)
-  "Return the tool results the model saw after PROMPT-PART, oldest first."
-  (plist-get (car (last (lispm-e2e-own-requests prompt-part))) :tool_results))
+  "Return the texts of the tool results the model saw after PROMPT-PART, oldest first."
+  (mapcar (lambda (result) (plist-get result :text))
+          (plist-get (car (last (lispm-e2e-own-requests prompt-part))) :tool_results)))
 
 (ert-deftest lispm-e2e-mcp-servers-give-their-tools ()
   "Each real server's tools are LispM tools; the hostile server has an error and no tools."
@@ -82,23 +81,29 @@ DEFAULT, relative to the repository, is that folder when it is unset."
       (should (stringp (plist-get hostile :error))))
     ;; The filesystem server's read tools say they only read.
     (should (eq (lispm-tool-kind (lispm-tool-get "mcp__files__read_text_file")) 'read))
-    (should (eq (lispm-tool-kind (lispm-tool-get "mcp__everything__echo")) 'mcp))))
+    (should (eq (lispm-tool-kind (lispm-tool-get "mcp__files__write_file")) 'mcp))
+    (should (eq (lispm-tool-kind (lispm-tool-get "mcp__everything__echo")) 'read))))
 
 (ert-deftest lispm-e2e-mcp-call-asks-showing-server-tool-arguments ()
-  "A call of a tool that may change things asks; the approval names it all."
+  "A call of a tool that may change things asks; the approval names it all.
+Nothing is written before the user allows it."
   (lispm-e2e-mcp-with agent
-    (lispm-own-agent-send agent "Echo hello through MCP")
-    (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "the echo's approval")
-    (let* ((approval (car (lispm-approvals-pending)))
-           (text (plist-get (lispm-approval-target approval) :text)))
-      (should (eq (lispm-approval-kind approval) 'mcp))
-      (should (string-search "MCP server everything, tool echo" text))
-      (should (string-search "\"message\": \"hello from LispM\"" text))
-      (should (string-search "mcp: everything/echo" (lispm-approvals-summary approval)))
-      (lispm-approvals-allow approval))
-    (lispm-e2e-own-settle agent)
-    (should (string-search "Echo: hello from LispM"
-                           (car (lispm-e2e-mcp--results "Echo hello through MCP"))))))
+    (let ((file (lispm-e2e-own-file "project" "from-mcp.txt")))
+      (lispm-own-agent-send agent "Write a file through MCP")
+      (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "the write's approval")
+      (should-not (file-exists-p file))
+      (let* ((approval (car (lispm-approvals-pending)))
+             (text (plist-get (lispm-approval-target approval) :text)))
+        (should (eq (lispm-approval-kind approval) 'mcp))
+        (should (string-search "MCP server files, tool write_file" text))
+        (should (string-search "\"content\": \"written by the MCP server\"" text))
+        (should (string-search "mcp__files__write_file" (lispm-approvals-summary approval)))
+        (lispm-approvals-allow approval))
+      (lispm-e2e-own-settle agent)
+      (should (equal (with-temp-buffer (insert-file-contents file) (buffer-string))
+                     "written by the MCP server"))
+      (should (string-search "Successfully wrote"
+                             (car (lispm-e2e-mcp--results "Write a file through MCP")))))))
 
 (ert-deftest lispm-e2e-mcp-read-only-and-allowed-tools-run-at-once ()
   "The filesystem server's read and the time server's tool run without asking."
@@ -117,17 +122,15 @@ DEFAULT, relative to the repository, is that folder when it is unset."
       (lispm-e2e-own-send agent "Echo forty times in one program")
       (should (= (lispm-approvals-count) 0))
       (should (equal (car (lispm-e2e-mcp--results "Echo forty times in one program"))
-                     "40"))
+                     "Value: 40"))
       ;; Two requests: the program's and the answer's.
       (should (= (length (lispm-e2e-own-requests "Echo forty times in one program")) 2)))))
 
 (ert-deftest lispm-e2e-mcp-schemas-offered-once-found ()
   "Past the limit no server schema is sent, until search_tools finds the echo."
-  (let ((lispm-tools-offer-limit 3))
-    (lispm-e2e-mcp-with agent
-      (lispm-own-agent-send agent "Find the echo tool and use it")
-      (lispm-e2e-own-approve)
-      (lispm-e2e-own-settle agent)
+  (lispm-e2e-mcp-with agent
+    (let ((lispm-tools-offer-limit 3))
+      (lispm-e2e-own-send agent "Find the echo tool and use it")
       (let ((bodies (mapcar #'lispm-e2e-own-body
                             (lispm-e2e-own-requests "Find the echo tool and use it"))))
         (should (= (length bodies) 3))
@@ -140,7 +143,9 @@ DEFAULT, relative to the repository, is that folder when it is unset."
 (ert-deftest lispm-e2e-mcp-a-dead-server-comes-back ()
   "A server killed between calls is started again on the next sync; the call goes through."
   (lispm-e2e-mcp-with agent
-    (let ((pids (split-string (shell-command-to-string "pgrep -f mcp-server-time") nil t)))
+    ;; [m]: the pattern does not match the shell that runs pgrep.
+    (let ((pids (split-string (shell-command-to-string "pgrep -f '[m]cp-venv/bin/mcp-server-time'")
+                              nil t)))
       (should pids)
       (dolist (pid pids) (signal-process (string-to-number pid) 'KILL)))
     (lispm-e2e-wait (lambda () (lispm-tool-get "mcp__time__get_current_time")) 30

@@ -19,8 +19,9 @@ FORTY_ECHOES = """(let ((echoes 0))
 def script(project: Path) -> list[dict[str, Any]]:
     """The model's part: one rule per scenario of lispm-e2e-mcp.el."""
     return [
-        {"match": "Echo hello through MCP", "steps": [
-            {"tool": "mcp__everything__echo", "args": {"message": "hello from LispM"}},
+        {"match": "Write a file through MCP", "steps": [
+            {"tool": "mcp__files__write_file", "args": {
+                "path": str(project / "from-mcp.txt"), "content": "written by the MCP server"}},
             {"say": "It said: {last_tool_result}"}]},
         {"match": "Read notes.el through MCP and tell the time", "steps": [
             {"tool": "mcp__files__read_text_file", "args": {"path": str(project / "notes.el")}},

@@ -110,7 +110,8 @@ async def test_hostile_servers_get_clear_errors_and_harm_nothing(
     # 20 MB of stderr: its last words are told, and the message stays short.
     assert "THE-LAST-WORDS" in listed["flood"]["error"]
     assert len(listed["flood"]["error"]) < 1000
-    assert "could not start" in listed["missing"]["error"]
+    assert f"cannot run {tmp_path / 'no-such-program'}: No such file or directory" \
+        in listed["missing"]["error"]
     assert all(not entry["tools"] for name, entry in listed.items() if name != "fragile")
     reply = await call(sidecar, "fragile", "echo", message="still here")
     assert reply["result"]["text"] == "Echo: still here"
@@ -156,6 +157,14 @@ async def test_servers_stop_when_dropped_and_with_the_sidecar(
     assert alive(b)
     await sidecar.call("lispm/shutdown", {})
     assert await gone(b)
+
+
+async def test_no_server_outlives_a_killed_sidecar(
+        sidecar: SidecarProcess, tmp_path: Path) -> None:
+    await declare(sidecar, {"a": hostile("fragile", str(tmp_path / "marks"))})
+    pid = int((await call(sidecar, "a", "pid"))["result"]["text"])
+    sidecar.kill()
+    assert await gone(pid)
 
 
 async def test_bad_params_are_refused_at_the_boundary(sidecar: SidecarProcess) -> None:
