@@ -16,7 +16,7 @@
 
 ;; Every tool call an agent makes through LispM (and every action of
 ;; LispM's own agent) has a kind: `read', `introspect', `edit',
-;; `shell', `eval' or `message'.  The policy says, per role and per
+;; `shell', `eval', `network' or `message'.  The policy says, per role and per
 ;; kind, whether it runs at once (`allow'), waits for the user (`ask',
 ;; see `lispm-approvals'), or is refused (`deny'):
 ;;
@@ -59,6 +59,7 @@
     (edit . "changing files")
     (shell . "running shell commands")
     (eval . "evaluating Emacs Lisp")
+    (network . "reaching the network")
     (message . "messages to other agents"))
   "Every kind of action, in order, with what it covers.
 This is the one list of them: each tool has one of these kinds (the
@@ -96,12 +97,12 @@ and audit name them.")
 
 (defcustom lispm-policy-roles
   '((default (read allow) (introspect allow) (message allow)
-             (edit ask) (shell ask) (eval ask)))
+             (edit ask) (shell ask) (eval ask) (network ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):
 
   KIND      one of `read', `introspect', `edit', `shell', `eval',
-            `message'
+            `network', `message' (`lispm-policy-kinds')
   DECISION  `allow' (runs at once), `ask' (waits for the user's
             approval) or `deny' (refused with an error)
   PATTERNS  optional glob patterns, relative to the agent's folder,
