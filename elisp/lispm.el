@@ -67,6 +67,7 @@
 ;;   lispm-tools.el     LispM's tool registry and its base tools
 ;;   lispm-skills.el    org-file skills, and trusting a project's code
 ;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
+;;   lispm-web.el       fetch_url: the web as text, through url.el, never waited for
 ;;   lispm-approvals.el asking the user: the approvals and their buffer
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
 ;;   lispm-messages.el  messaging for actors that live in Emacs; list_agents
@@ -116,6 +117,7 @@
 (require 'lispm-skills)
 (require 'lispm-calls)
 (require 'lispm-introspect)
+(require 'lispm-web)
 (require 'lispm-helpers)
 
 ;; The App Store and its apps load when first used.  These forms name
