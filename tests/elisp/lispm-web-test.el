@@ -312,5 +312,57 @@ Wait at most TIMEOUT seconds (10 by default)."
             (when (get-buffer lispm-approvals-buffer-name)
               (kill-buffer lispm-approvals-buffer-name))))))))
 
+;;; A web search skill, as the README shows one
+
+(defvar web-search-endpoint)
+
+(ert-deftest lispm-web-test-the-readme-s-search-skill-works ()
+  "tests/fixtures/web-skills/web-search.org, the README's example, against a fake API."
+  (require 'lispm-skills)
+  (require 'auth-source)
+  (lispm-web-test--with-server
+    (lispm-test-with-agent (agent)
+      (let* ((lispm-skills-directories
+              (list (expand-file-name "../fixtures/web-skills/"
+                                      (file-name-directory lispm-web-test--server))))
+             (netrc (make-temp-file "lispm-web-test-authinfo"))
+             (auth-sources (list netrc))
+             (auth-source-cache-expiry nil))
+        (unwind-protect
+            (progn
+              (auth-source-forget-all-cached)
+              (should (plist-get (lispm-skill-load "web-search" agent) :loaded))
+              (should (eq (lispm-tool-kind (lispm-tool-get "web_search")) 'network))
+              (let ((web-search-endpoint (lispm-web-test--url "/res/v1/web/search")))
+                ;; Without a key, it says where to put one.
+                (let ((result (lispm-tools-call "web_search" agent '(:query "emacs lisp") 10)))
+                  (should-not (plist-get result :ok))
+                  (should (string-search "No key for" (plist-get result :error))))
+                (with-temp-file netrc
+                  (insert "machine 127.0.0.1 password test-key\n"))
+                (auth-source-forget-all-cached)
+                ;; The approval would show the query's URL, and not the key.
+                (should (equal (plist-get (lispm-tool-target "web_search" agent
+                                                             '(:query "emacs lisp"))
+                                          :url)
+                               (concat web-search-endpoint "?count=8&q=emacs%20lisp")))
+                (let ((result (lispm-tools-call "web_search" agent '(:query "emacs lisp") 10)))
+                  (should (plist-get result :ok))
+                  (should (string-search "About emacs lisp\nhttps://example.org/about\nAll about emacs lisp."
+                                         (plist-get result :text)))
+                  (should (string-search "Another result\nhttps://example.org/other"
+                                         (plist-get result :text))))
+                ;; A wrong key is the API's error, with its status.
+                (with-temp-file netrc
+                  (insert "machine 127.0.0.1 password wrong-key\n"))
+                (auth-source-forget-all-cached)
+                (let ((result (lispm-tools-call "web_search" agent '(:query "x") 10)))
+                  (should-not (plist-get result :ok))
+                  (should (string-search "HTTP 401" (plist-get result :error))))))
+          (auth-source-forget-all-cached)
+          (delete-file netrc)
+          (setq lispm-tools (cl-remove "web_search" lispm-tools :key #'lispm-tool-name
+                                       :test #'equal)))))))
+
 (provide 'lispm-web-test)
 ;;; lispm-web-test.el ends here
