@@ -76,10 +76,11 @@
 Then the connection is closed and the call fails."
   :type 'number)
 
-(defcustom lispm-web-size-limit (* 2 1024 1024)
+(defcustom lispm-web-size-limit (* 1024 1024)
   "The most bytes of a response's body `fetch_url' downloads.
 The transfer is stopped once the body passes it; what came is shown,
-with a note that the rest was not fetched."
+with a note that the rest was not fetched.  It bounds the time shr
+takes to render a page too, in Emacs: about a second a megabyte."
   :type 'natnum)
 
 (defcustom lispm-web-redirect-limit 5
@@ -264,6 +265,7 @@ transfer was stopped" current lispm-web-size-limit)))))
                       (url-mime-encoding-string nil)
                       (url-http-attempt-keepalives nil)
                       (url-max-redirections 0)
+                      (url-automatic-caching nil)
                       (this nil))
                  (setq this (url-retrieve target (lambda (status) (arrived status this))
                                           nil t t)
@@ -271,8 +273,10 @@ transfer was stopped" current lispm-web-size-limit)))))
                  (with-current-buffer this
                    ;; url.el reads these later, in this buffer, as the
                    ;; answer comes: so no redirect is followed behind
-                   ;; LispM's back, and no compressed body is inflated.
+                   ;; LispM's back, no compressed body is inflated, and
+                   ;; nothing is written to url.el's cache.
                    (setq-local url-max-redirections 0
+                               url-automatic-caching nil
                                url-mime-encoding-string nil
                                url-http-attempt-keepalives nil
                                url-request-noninteractive t)
