@@ -90,7 +90,7 @@ A longer line keeps its start and a note of how many characters
 follow, so that no line an agent sends, however long, costs much to
 show; \\<lispm-approvals-mode-map>\\[lispm-approvals-view-whole] shows it whole.")
 
-(defcustom lispm-approvals-audit-automatic '(edit shell eval)
+(defcustom lispm-approvals-audit-automatic '(edit shell eval network)
   "Kinds whose actions the policy allows at once are still audited.
 Every tool call goes through `lispm-approvals-authorize', which records
 in the ledger every action of these kinds that runs without asking;
@@ -124,7 +124,7 @@ called after the approval's own callback.")
   (role nil :documentation "The agent's role, a symbol.")
   (kind nil :documentation "The kind of action, such as `edit'.")
   (target nil :documentation "What the action is, a plist: :files, :diff,
-:command, :directory, :form, :org, ...")
+:command, :directory, :form, :url, :org, ...")
   (title nil :documentation "The caller's one-line name of it, or nil.")
   (callback nil :documentation "Called once with the decision's plist.")
   (time nil :documentation "When it was asked, a float time.")
@@ -462,6 +462,10 @@ each approval and part.  After a cut text, a button shows it whole."
                             'face 'link
                             'help-echo "RET: visit this file")
                 "\n")))
+    (when-let* ((url (plist-get target :url)))
+      (insert "  URL: " (propertize (lispm-approvals--cut-line url)
+                                    'face 'font-lock-string-face)
+              "\n"))
     (when-let* ((diff (plist-get target :diff)))
       ;; A new Org file shows as itself, below: its diff would repeat it.
       (unless (and (plist-get target :org) (lispm-approvals--creates-p diff))
@@ -627,6 +631,7 @@ DECISION is a symbol: `allow', `allow-session', `deny' or `withdrawn'."
 KIND is one of `lispm-policy-kinds'.  TARGET is a plist: :files (file
 names), :diff (a unified diff of an edit), :command and :directory
 \(a shell command and where it runs), :form (Lisp text to evaluate),
+:url (the URL a call would fetch),
 :org (the whole text an Org file would have: shown as Org shows it,
 instead of the diff when the file is new), :text (anything else to
 show).  TITLE is a one-line name of the action, such

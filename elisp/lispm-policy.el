@@ -16,8 +16,8 @@
 
 ;; Every tool call an agent makes through LispM (and every action of
 ;; LispM's own agent) has a kind: `read', `introspect', `edit',
-;; `shell', `eval', `message', `remember' or `mcp' (the list is
-;; `lispm-policy-kind-alist').  The policy says, per role and per
+;; `shell', `eval', `network', `message', `remember' or `mcp' (the
+;; list is `lispm-policy-kind-alist').  The policy says, per role and per
 ;; kind, whether it runs at once (`allow'), waits for the user (`ask',
 ;; see `lispm-approvals'), or is refused (`deny'):
 ;;
@@ -27,7 +27,8 @@
 ;; rule may be narrowed to paths: it then applies only when every file
 ;; the call touches lies in the agent's folder and matches one of its
 ;; glob patterns (for a tool of an MCP server, its SERVER/TOOL name
-;; must match).  No matching rule means `ask'.
+;; must match; for a fetch, the URL's host).  No matching rule means
+;; `ask'.
 ;;
 ;; The user may allow a kind for one agent for the rest of its session
 ;; (`lispm-policy-grant'): `ask' becomes `allow' for that agent and kind;
@@ -61,6 +62,7 @@
     (edit . "changing files")
     (shell . "running shell commands")
     (eval . "evaluating Emacs Lisp")
+    (network . "reaching the network")
     (message . "messages to other agents")
     (remember . "writing LispM's own memory files")
     (mcp . "calling the tools of the user's MCP servers"))
@@ -100,12 +102,13 @@ and audit name them.")
 
 (defcustom lispm-policy-roles
   '((default (read allow) (introspect allow) (message allow) (remember allow)
-             (edit ask) (shell ask) (eval ask) (mcp ask)))
+             (edit ask) (shell ask) (eval ask) (network ask) (mcp ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):
 
   KIND      one of `lispm-policy-kinds': `read', `introspect',
-            `edit', `shell', `eval', `message', `remember', `mcp'...
+            `edit', `shell', `eval', `network', `message',
+            `remember', `mcp'
   DECISION  `allow' (runs at once), `ask' (waits for the user's
             approval) or `deny' (refused with an error)
   PATTERNS  optional glob patterns, relative to the agent's folder,
@@ -116,7 +119,8 @@ A rule is (KIND DECISION [PATTERNS]):
             matches the file's name in any directory.  For a tool of
             an MCP server, the patterns match SERVER/TOOL instead:
             \"github/*\" is every tool of the server github, and
-            \"get_*\" (no slash) a tool of that name on any server.
+            \"get_*\" (no slash) a tool of that name on any server;
+            for `network', the URL's host: \"*.gnu.org\".
 
 The first rule of the role that matches wins; with none, the answer is
 `ask'.  A role named here wins over a role's Org file of that name
@@ -241,7 +245,8 @@ working in FOLDER)."
 (defun lispm-policy--rule-decision (agent rule kind target)
   "Return RULE's decision for AGENT's action of KIND on TARGET, if it matches.
 A rule narrowed by patterns matches TARGET's `:names' (a tool of an
-MCP server, as SERVER/TOOL) when it has some, else its `:files'."
+MCP server, as SERVER/TOOL; a URL's host) when it has some, else its
+`:files'."
   (pcase-let ((`(,rule-kind ,decision ,patterns) rule)
               (names (plist-get target :names)))
     (when (and (eq rule-kind kind)

@@ -69,6 +69,7 @@
 ;;   lispm-skills.el    org-file skills, their code run once trusted
 ;;   lispm-mcp.el       the user's MCP servers; each of their tools a LispM tool
 ;;   lispm-introspect.el  tools that read Emacs itself: apropos, docs, source, Info
+;;   lispm-web.el       fetch_url: the web as text, through url.el, never waited for
 ;;   lispm-approvals.el asking the user: the approvals and their buffer
 ;;   lispm-calls.el     the one call pipeline: any actor calling a tool, under the policy
 ;;   lispm-messages.el  messaging for actors that live in Emacs; list_agents
@@ -120,6 +121,7 @@
 (require 'lispm-mcp)
 (require 'lispm-calls)
 (require 'lispm-introspect)
+(require 'lispm-web)
 (require 'lispm-helpers)
 
 ;; The App Store and its apps load when first used.  These forms name

@@ -14,6 +14,7 @@
 
 (require 'lispm-e2e-own)
 (require 'lispm-skills)
+(require 'lispm-web)
 
 ;;; 1, 2: reads see unsaved text; each edit is one undo step
 
@@ -426,6 +427,47 @@ trust the project" (car (last results)))))
                            "Hello, Ada, from a skill!")))
         (setq lispm-tools (cl-remove "e2e_greet" lispm-tools :key #'lispm-tool-name
                                      :test #'equal))))))
+
+;;; The web
+
+(ert-deftest lispm-e2e-own-fetches-a-page ()
+  "Its fetch_url asks, the approval shows the URL; allowed, the page reaches the model.
+The page is served by tests/fixtures/web-server.py on the port the
+script names (test_own_agent.py's WEB_PORT)."
+  (let* ((url "http://127.0.0.1:18734/page")
+         (server (make-process
+                  :name "lispm-e2e-web" :buffer (generate-new-buffer " *lispm-e2e-web*")
+                  :command (list "python3" "-u" (expand-file-name "../tests/fixtures/web-server.py"
+                                                                  lispm-directory)
+                                 "18734")
+                  :connection-type 'pipe :noquery t)))
+    (unwind-protect
+        (progn
+          (lispm-e2e-wait (lambda () (with-current-buffer (process-buffer server)
+                                       (string-search "PORT 18734" (buffer-string))))
+                          30 "the web server")
+          (url-do-setup)
+          (let ((url-proxy-services nil))
+            (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
+              (lispm-own-agent-send agent "Fetch the local page, please")
+              (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30
+                              "the approval of fetch_url")
+              (let ((approval (car (lispm-approvals-pending))))
+                (should (eq (lispm-approval-kind approval) 'network))
+                (should (equal (plist-get (lispm-approval-target approval) :url) url)))
+              (with-current-buffer lispm-approvals-buffer-name
+                (should (string-search (concat "URL: " url) (buffer-string))))
+              ;; Nothing was fetched before the user allowed it.
+              (should-not (with-current-buffer (process-buffer server)
+                            (string-search "GET /page" (buffer-string))))
+              (lispm-e2e-own-approve)
+              (should (eq (lispm-turn-state (lispm-e2e-own-settle agent)) 'done))
+              (let ((text (car (lispm-e2e-tool-results "anthropic" "Fetch the local page"
+                                                       "fetch_url"))))
+                (should (string-search "Hello from the page" text))
+                (should (string-search "[a relative link](http://127.0.0.1:18734/next)" text))))))
+      (delete-process server)
+      (kill-buffer (process-buffer server)))))
 
 (provide 'lispm-e2e-own-agent)
 ;;; lispm-e2e-own-agent.el ends here

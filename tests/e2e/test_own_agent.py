@@ -30,6 +30,11 @@ Call the =e2e_greet= tool with the person's name.
 """
 
 
+# The port of tests/fixtures/web-server.py in lispm-e2e-own-fetches-a-page:
+# the run has a network namespace of its own, so no other server has it.
+WEB_PORT = 18734
+
+
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
     """A step calling the own agent's edit_file."""
     return {"tool": "edit_file", "args": {"path": path, "old": old, "new": new}}
@@ -104,6 +109,9 @@ def script() -> list[dict[str, Any]]:
             {"tool": "skill", "args": {"name": "greeter"}},
             {"tool": "e2e_greet", "args": {"who": "Ada"}},
             {"say": "{last_tool_result}"}]},
+        {"match": "Fetch the local page", "steps": [
+            {"tool": "fetch_url", "args": {"url": f"http://127.0.0.1:{WEB_PORT}/page"}},
+            {"say": "Fetched: {last_tool_result}"}]},
         {"match": "", "steps": [{"say": "Noted."}]},
     ]
 
@@ -115,7 +123,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     make_project(project, {"todo.txt": TODO})
     commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
-    assert_ert_passed(run, expected_tests=18)
+    assert_ert_passed(run, expected_tests=19)
     # The project's own git saw no commit and no ref from LispM.
     log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
                          capture_output=True, text=True, check=True).stdout
