@@ -241,10 +241,24 @@ broken one is reported once, when it is read."
         (puthash file (cons mtime role) lispm-roles--cache)
         role))))
 
+(defvar lispm-roles--listings (make-hash-table :test #'equal)
+  "The role files of each folder: folder -> (MODIFIED . FILES).
+Asked at every tool call; a folder's listing changes its time.")
+
 (defun lispm-roles--files (directory)
   "Return the Org files directly in DIRECTORY, as truenames, sorted."
-  (when (and directory (file-directory-p directory))
-    (mapcar #'file-truename (directory-files directory t "\\`[^.#].*\\.org\\'"))))
+  (when-let* ((directory directory)
+              (attributes (file-attributes directory))
+              ((eq (file-attribute-type attributes) t)))
+    (let ((modified (file-attribute-modification-time attributes))
+          (known (gethash directory lispm-roles--listings)))
+      (if (equal (car known) modified)
+          (cdr known)
+        (cdr (puthash directory
+                      (cons modified
+                            (mapcar #'file-truename
+                                    (directory-files directory t "\\`[^.#].*\\.org\\'")))
+                      lispm-roles--listings))))))
 
 (defun lispm-roles--project-directory (folder)
   "Return the `.lispm/roles/' of the project around FOLDER, or nil.

@@ -319,25 +319,36 @@ environment variable)."
           (push (cons value name) found))))
     (nreverse found)))
 
+(defvar lispm-secrets--environment-cache nil
+  "The environments last scanned, and their secrets: (ENVIRONMENTS . FOUND).
+ENVIRONMENTS is a copy.  Every tool's result is checked against the
+secrets; the environments seldom change, and comparing them costs far
+less than matching each name again.")
+
 (defun lispm-secrets--environment ()
   "Return the secrets of the environments: (VALUE . WHERE) for each.
 Those are the values of the variables whose names say they hold
 secrets, in `process-environment' (global, and every buffer's own)
 and `initial-environment'."
-  (let (found)
-    (dolist (environment (append (list initial-environment
-                                       (default-value 'process-environment)
-                                       process-environment)
-                                 (cl-loop for buffer in (buffer-list)
-                                          when (local-variable-p 'process-environment buffer)
-                                          collect (buffer-local-value
-                                                   'process-environment buffer))))
-      (dolist (entry environment)
-        (when (and (stringp entry) (string-match "\\`\\([^=]+\\)=\\(.*\\)\\'" entry))
-          (let ((name (match-string 1 entry)) (value (match-string 2 entry)))
-            (when (and (lispm-secrets-name-p name t) (lispm-secrets--candidate-p value))
-              (push (cons value (format "the environment variable %s" name)) found))))))
-    found))
+  (let ((environments (append (list initial-environment
+                                    (default-value 'process-environment)
+                                    process-environment)
+                              (cl-loop for buffer in (buffer-list)
+                                       when (local-variable-p 'process-environment buffer)
+                                       collect (buffer-local-value
+                                                'process-environment buffer))))
+        found)
+    (if (equal environments (car lispm-secrets--environment-cache))
+        (cdr lispm-secrets--environment-cache)
+      (dolist (environment environments)
+        (dolist (entry environment)
+          (when (and (stringp entry) (string-match "\\`\\([^=]+\\)=\\(.*\\)\\'" entry))
+            (let ((name (match-string 1 entry)) (value (match-string 2 entry)))
+              (when (and (lispm-secrets-name-p name t) (lispm-secrets--candidate-p value))
+                (push (cons value (format "the environment variable %s" name)) found))))))
+      ;; A copy: `setenv' changes the lists in place.
+      (setq lispm-secrets--environment-cache (cons (copy-tree environments) found))
+      found)))
 
 (defvar lispm-secrets--closure-secrets (make-hash-table :test #'eq :weakness 'key)
   "The secrets `lispm-secrets--closure-secret' found, by closure.

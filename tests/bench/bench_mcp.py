@@ -29,6 +29,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import TextContent
 
+from tests.python.sidecar_client import SidecarProcess
+
 from .bench_agent import TIMEOUT, compiled_lispm
 from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, run_emacs_json, spread
 
@@ -96,6 +98,31 @@ async def direct_calls(server: list[str], calls: int) -> list[float]:
     return times
 
 
+async def sidecar_calls(context: Context, server: list[str], calls: int) -> list[float]:
+    """Time CALLS calls of echo through the sidecar's `lispm/mcp-call`, from Python; in ms.
+
+    The sidecar's part of LispM's path, without Emacs."""
+    sidecar = SidecarProcess(context.runtime_dir("mcp-sidecar"))
+    await sidecar.start()
+    times: list[float] = []
+    try:
+        await sidecar.hello()
+        await sidecar.call("lispm/mcp-servers", {"servers": {"bench": {
+            "command": server[0], "args": server[1:]}}, "timeout": 60})
+        for i in range(calls + 1):
+            start = time.perf_counter()
+            result = await sidecar.call("lispm/mcp-call", {
+                "server": "bench", "tool": "echo", "arguments": {"message": f"round {i}"}})
+            elapsed = (time.perf_counter() - start) * 1000
+            if f"round {i}" not in result["text"]:
+                raise RuntimeError(f"the echo answered {result!r}")
+            if i > 0:
+                times.append(elapsed)
+    finally:
+        await sidecar.close()
+    return times
+
+
 async def call_overhead(context: Context) -> list[Metric]:
     """`mcp_call_overhead_ratio` and `mcp_call_added_ms`."""
     elisp = await compiled_lispm(context)
@@ -103,6 +130,7 @@ async def call_overhead(context: Context) -> list[Metric]:
     direct = await direct_calls(server, CALLS // 2)
     data = await run_mcp_bench(context, elisp, "call", server, CALLS)
     direct += await direct_calls(server, CALLS // 2)
+    through_sidecar = await sidecar_calls(context, server, CALLS)
     lispm = [float(ms) for ms in data["ms"]]  # type: ignore[attr-defined]
     ratio = median(lispm) / median(direct)
     setting = (f"server-everything's echo over stdio, {len(lispm)} calls through LispM, "
@@ -114,4 +142,8 @@ async def call_overhead(context: Context) -> list[Metric]:
                f"{spread(direct, digits=2)}); {setting}"),
         Metric("mcp_call_added_ms", median(lispm) - median(direct), "ms", Target("<=", 3),
                f"the medians' difference; {setting}"),
+        Metric("mcp_call_sidecar_ms", median(through_sidecar), "ms",
+               note=f"the sidecar's part alone: lispm/mcp-call from Python over its stdio, "
+               f"{len(through_sidecar)} calls ({spread(through_sidecar, digits=2)}); the rest "
+               f"of the LispM median is Emacs's: the pipeline and jsonrpc.el"),
     ]

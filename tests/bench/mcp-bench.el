@@ -39,10 +39,13 @@
   (or (getenv name) (error "%s is not set" name)))
 
 (defun mcp-bench--wait (predicate seconds what)
-  "Wait until PREDICATE is non-nil, at most SECONDS; signal naming WHAT."
+  "Wait until PREDICATE is non-nil, at most SECONDS; signal naming WHAT.
+It looks every half millisecond: a callback run from a timer does not
+end `accept-process-output''s wait, which would add its whole quantum
+to each call timed."
   (let ((deadline (+ (float-time) seconds)))
     (while (and (not (funcall predicate)) (< (float-time) deadline))
-      (accept-process-output nil 0.01))
+      (accept-process-output nil 0.0005))
     (or (funcall predicate) (error "No %s in %d s" what seconds))))
 
 (defun mcp-bench--setup ()

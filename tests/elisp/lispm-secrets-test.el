@@ -394,5 +394,20 @@ or another agent's reply.")
           (should-not (lispm-secrets-test--leaks (list :text (lispm-test-read-file file)))))))
     (should (lispm-sessions-wait-for-commits 30))))
 
+(ert-deftest lispm-secrets-test-a-changed-environment-is-scanned-again ()
+  "The environments' secrets are kept between calls, but never past a change."
+  (let ((process-environment (copy-sequence process-environment)))
+    (lispm-secrets-known)
+    (setenv "LISPM_TEST_LATE_TOKEN" "late-s3cret-9f8e7d")
+    (should (assoc "late-s3cret-9f8e7d" (lispm-secrets-known)))
+    ;; Changed in place, as `setenv' does to a variable already there.
+    (setenv "LISPM_TEST_LATE_TOKEN" "later-s3cret-1a2b3c")
+    (should (assoc "later-s3cret-1a2b3c" (lispm-secrets-known)))
+    (should-not (assoc "late-s3cret-9f8e7d" (lispm-secrets-known)))
+    (with-temp-buffer
+      (setq-local process-environment
+                  (cons "LISPM_TEST_LOCAL_TOKEN=local-s3cret-4d5e6f" process-environment))
+      (should (assoc "local-s3cret-4d5e6f" (lispm-secrets-known))))))
+
 (provide 'lispm-secrets-test)
 ;;; lispm-secrets-test.el ends here
