@@ -276,8 +276,9 @@ A turn whose sink is gone runs no more: it is cancelled."
 
 (defvar lispm-turn--tools nil
   "The tools offered, as made for `lispm-tools', or nil.
-It is (REGISTRY . ENTRIES), each of ENTRIES (TOOL . PLIST), PLIST the
-tool as the request gives it to the model.")
+It is (REGISTRY ENTRIES . PLISTS): each of ENTRIES (TOOL . PLIST),
+PLIST the tool as the request gives it to the model, and PLISTS all
+of them, the list a request gets when none is left out.")
 
 (defun lispm-turn--forget-tools ()
   "Forget the tools offered: a tool was defined or redefined."
@@ -290,23 +291,24 @@ tool as the request gives it to the model.")
 With ACTOR, only those it may use (`lispm-roles-actor-tools') and is
 offered (`lispm-tools-offered-p': past a number of them, the tools of
 MCP servers only once ACTOR found them).  They are made once, not for
-each request, until a tool is defined or redefined."
-  (let ((entries
-         (if (and lispm-turn--tools (eq (car lispm-turn--tools) lispm-tools))
-             (cdr lispm-turn--tools)
-           (cdr (setq lispm-turn--tools
-                      (cons lispm-tools
-                            (mapcar (lambda (tool)
-                                      (cons tool
-                                            (list :name (lispm-tool-name tool)
-                                                  :description (lispm-tool-description tool)
-                                                  :parameters (lispm-tool-schema tool))))
-                                    lispm-tools))))))
-        (allowed (if actor (lispm-roles-actor-tools actor) 'all)))
-    (cl-loop for (tool . plist) in entries
-             when (and (or (eq allowed 'all) (member (lispm-tool-name tool) allowed))
-                       (lispm-tools-offered-p tool actor))
-             collect plist)))
+each request, until a tool is defined or redefined; when none is left
+out, the list is the same each time."
+  (unless (and lispm-turn--tools (eq (car lispm-turn--tools) lispm-tools))
+    (let ((entries (mapcar (lambda (tool)
+                             (cons tool
+                                   (list :name (lispm-tool-name tool)
+                                         :description (lispm-tool-description tool)
+                                         :parameters (lispm-tool-schema tool))))
+                           lispm-tools)))
+      (setq lispm-turn--tools (cons lispm-tools (cons entries (mapcar #'cdr entries))))))
+  (pcase-let* ((`(,_ ,entries . ,plists) lispm-turn--tools)
+               (allowed (if actor (lispm-roles-actor-tools actor) 'all))
+               (kept (cl-loop for (tool . plist) in entries
+                              when (and (or (eq allowed 'all)
+                                            (member (lispm-tool-name tool) allowed))
+                                        (lispm-tools-offered-p tool actor))
+                              collect plist)))
+    (if (= (length kept) (length plists)) plists kept)))
 
 (cl-defun lispm-turn-start (actor buffer number model messages
                                   &key system sink (offered t))
