@@ -103,6 +103,9 @@ is written here."
 (defconst lispm-mcp-project-file ".mcp.json"
   "The file naming a project's MCP servers, at its root.")
 
+(defvar lispm-mcp-project-file-limit (* 1024 1024)
+  "The largest `.mcp.json' read, in bytes; a larger one is refused unread.")
+
 (defconst lispm-mcp-description-limit 2000
   "The most characters of a server tool's description a model is sent.")
 
@@ -196,7 +199,13 @@ It is in FOLDER or the nearest folder above with one."
     (file-truename (expand-file-name lispm-mcp-project-file root))))
 
 (defun lispm-mcp--file-hash (file)
-  "Return the SHA-256 of FILE's bytes."
+  "Return the SHA-256 of FILE's bytes.
+Signal `lispm-mcp-error' if FILE is past `lispm-mcp-project-file-limit':
+it is read each time an own agent starts, and Emacs must not wait."
+  (let ((size (file-attribute-size (file-attributes file))))
+    (when (and size (> size lispm-mcp-project-file-limit))
+      (lispm-signal 'lispm-mcp-error (list file) "%s is %d bytes, past the %d LispM reads"
+                    (abbreviate-file-name file) size lispm-mcp-project-file-limit)))
   (with-temp-buffer
     (set-buffer-multibyte nil)
     (insert-file-contents-literally file)

@@ -238,7 +238,15 @@
                      0))
       ;; Not JSON: a clear message, nothing runs.
       (lispm-test-write-file folder ".mcp.json" "{not json")
-      (should-error (lispm-mcp--read-project-file json) :type 'lispm-mcp-error))))
+      (should-error (lispm-mcp--read-project-file json) :type 'lispm-mcp-error)
+      ;; Huge: refused unread, and a sync goes on without it.
+      (let ((lispm-mcp-project-file-limit 100))
+        (lispm-test-write-file folder ".mcp.json" (make-string 200 ?\s))
+        (let ((err (should-error (lispm-mcp--file-hash json) :type 'lispm-mcp-error)))
+          (should (string-match-p "is 200 bytes, past the 100 LispM reads" (cadr err))))
+        (setq lispm-mcp-test--sent nil)
+        (lispm-mcp-sync)
+        (should-not (cl-some #'lispm-tool-source lispm-tools))))))
 
 (ert-deftest lispm-mcp-test-tool-names-fit-models ()
   "Names hold only what models accept, at most 64 characters, distinct when cut."
