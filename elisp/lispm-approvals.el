@@ -57,6 +57,7 @@
 (require 'lispm-agents)
 (require 'lispm-policy)
 (require 'lispm-present)
+(require 'lispm-review)
 
 ;;; Options
 
@@ -128,10 +129,17 @@ called after the approval's own callback.")
   (title nil :documentation "The caller's one-line name of it, or nil.")
   (callback nil :documentation "Called once with the decision's plist.")
   (time nil :documentation "When it was asked, a float time.")
-  (registered nil :documentation "Non-nil if the agent was in the registry then."))
+  (registered nil :documentation "Non-nil if the agent was in the registry then.")
+  (review nil :documentation "For an edit of one file, its `lispm-review':
+the user decides it hunk by hunk."))
 
 (defvar lispm-approvals--pending nil
   "The pending approvals, oldest first.")
+
+(defvar lispm-approvals--made (make-hash-table :test 'eq :weakness 'key)
+  "What the section of each approval shows of its parts, made once.
+An alist of (PART SHOWN . CUT) for each approval: the sections are
+drawn again whenever an approval comes or goes.")
 
 (defvar lispm-approvals--counter 0
   "The number of the last approval asked for.")
@@ -315,14 +323,219 @@ This takes time in proportion to what is shown, not to TEXT's length."
   "Return TEXT, a line, cut as `lispm-approvals--cut' cuts it."
   (car (lispm-approvals--cut text)))
 
+;;; Hunks
+
+(defface lispm-approvals-hunk-accepted '((t :inherit success))
+  "Face of the mark of a hunk the user accepted.")
+
+(defface lispm-approvals-hunk-rejected '((t :inherit shadow :strike-through t))
+  "Face of a hunk the user rejected.")
+
+(defun lispm-approvals--hunk-prefix (state)
+  "Return the line prefix of a hunk in STATE, telling it."
+  (pcase state
+    ('accepted (concat "  " (propertize "✓" 'face 'lispm-approvals-hunk-accepted) " "))
+    ('rejected (concat "  " (propertize "✗" 'face 'error) " "))
+    (_ "    ")))
+
+(defun lispm-approvals--mark-hunks (review from to)
+  "Mark each hunk of REVIEW shown between FROM and TO with its number and state."
+  (save-excursion
+    (goto-char from)
+    (let ((hunks (lispm-review-hunks review))
+          (start (and (re-search-forward "^@@ " to t) (match-beginning 0))))
+      (while (and start hunks)
+        (goto-char (1+ start))
+        (let* ((hunk (pop hunks))
+               (end (if (re-search-forward "^@@ " to t) (match-beginning 0) to))
+               (prefix (lispm-approvals--hunk-prefix (lispm-review-hunk-state hunk))))
+          (add-text-properties start end
+                               (list 'lispm-approvals-hunk (lispm-review-hunk-number hunk)
+                                     'line-prefix prefix 'wrap-prefix prefix))
+          (when (eq (lispm-review-hunk-state hunk) 'rejected)
+            (add-face-text-property start end 'lispm-approvals-hunk-rejected))
+          (setq start (and (< end to) end)))))))
+
+(defun lispm-approvals--hunk-at-point ()
+  "Return (APPROVAL . NUMBER), the hunk at point, or signal a `user-error'."
+  (let ((approval (lispm-approvals--pending-or-error nil))
+        (number (get-text-property (point) 'lispm-approvals-hunk)))
+    (unless (and number (lispm-approval-review approval))
+      (user-error "No hunk here; %s"
+                  (substitute-command-keys
+                   "\\<lispm-approvals-mode-map>\\[lispm-approvals-allow] allows the whole")))
+    (cons approval number)))
+
+(defun lispm-approvals--hunks-changed (approval)
+  "Show APPROVAL's hunks anew, as the user decided or edited them."
+  (setf (alist-get :diff (gethash approval lispm-approvals--made) nil t) nil)
+  (lispm-approvals--render))
+
+(defun lispm-approvals--decide-hunk (state)
+  "Make the hunk at point STATE, and answer its approval once all are decided.
+The approval is then allowed with the hunks accepted, or, if none is,
+denied."
+  (pcase-let* ((`(,approval . ,number) (lispm-approvals--hunk-at-point))
+               (review (lispm-approval-review approval)))
+    (lispm-review-set review number state)
+    (lispm-approvals--hunks-changed approval)
+    (if (and state (lispm-review-decided-p review))
+        (lispm-approvals-allow approval)
+      (when state
+        (when-let* ((next (next-single-property-change
+                           (point) 'lispm-approvals-hunk nil
+                           (next-single-property-change (point) 'lispm-approval nil (point-max))))
+                    ((get-text-property next 'lispm-approvals-hunk)))
+          (goto-char next))))))
+
+(defun lispm-approvals-accept-hunk ()
+  "Accept the hunk at point, and go to the next.
+Once every hunk of the edit is accepted or rejected, the edit is
+allowed with the accepted hunks (denied if none)."
+  (interactive)
+  (lispm-approvals--decide-hunk 'accepted))
+
+(defun lispm-approvals-reject-hunk ()
+  "Reject the hunk at point: it will not be written.  Then go to the next.
+Once every hunk of the edit is accepted or rejected, the edit is
+allowed with the accepted hunks (denied if none)."
+  (interactive)
+  (lispm-approvals--decide-hunk 'rejected))
+
+(defun lispm-approvals-undecide-hunk ()
+  "Take back the decision on the hunk at point."
+  (interactive)
+  (lispm-approvals--decide-hunk nil))
+
+(defvar-local lispm-approvals--editing nil
+  "In a buffer editing a hunk: (APPROVAL . NUMBER).")
+
+(defvar-keymap lispm-approvals-hunk-edit-mode-map
+  :doc "Keymap of a buffer editing a hunk of an approval."
+  "C-c C-c" #'lispm-approvals-hunk-edit-finish
+  "C-c C-k" #'lispm-approvals-hunk-edit-abort)
+
+(define-minor-mode lispm-approvals-hunk-edit-mode
+  "Minor mode of the text a hunk of an edit writes, which the user edits.
+\\<lispm-approvals-hunk-edit-mode-map>\\[lispm-approvals-hunk-edit-finish] makes it the hunk's, accepted;
+\\[lispm-approvals-hunk-edit-abort] leaves the hunk as it was."
+  :lighter " Hunk")
+
+(defun lispm-approvals-edit-hunk ()
+  "Edit what the hunk at point writes, before accepting it.
+The lines it writes (its context included) show in a buffer of their
+own, in the file's mode;
+\\<lispm-approvals-hunk-edit-mode-map>\\[lispm-approvals-hunk-edit-finish] there makes them the hunk's, and accepts it."
+  (interactive)
+  (pcase-let* ((`(,approval . ,number) (lispm-approvals--hunk-at-point))
+               (review (lispm-approval-review approval))
+               (buffer (get-buffer-create (format "*LispM %s hunk %d*"
+                                                  (lispm-approval-id approval) number))))
+    (with-current-buffer buffer
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (lispm-review-new-text review number)))
+      (let ((buffer-file-name (lispm-review-file review)))
+        (ignore-errors (delay-mode-hooks (set-auto-mode t))))
+      (setq lispm-approvals--editing (cons approval number))
+      (lispm-approvals-hunk-edit-mode 1)
+      (setq header-line-format
+            (substitute-command-keys
+             (format "Hunk %d of %s's edit.  \\<lispm-approvals-hunk-edit-mode-map>\
+\\[lispm-approvals-hunk-edit-finish] use it and accept  \\[lispm-approvals-hunk-edit-abort] leave it"
+                     number (lispm-actor-name (lispm-approval-agent approval)))))
+      (set-buffer-modified-p nil)
+      (goto-char (point-min)))
+    (pop-to-buffer buffer)))
+
+(defun lispm-approvals-hunk-edit-finish ()
+  "Make the text of this buffer what its hunk writes, and accept the hunk."
+  (interactive)
+  (pcase-let ((`(,approval . ,number) (or lispm-approvals--editing
+                                           (user-error "Not editing a hunk"))))
+    (unless (memq approval lispm-approvals--pending)
+      (user-error "This approval is answered already"))
+    (lispm-review-edit-hunk (lispm-approval-review approval) number
+                            (save-restriction (widen) (buffer-substring-no-properties
+                                                       (point-min) (point-max))))
+    (lispm-approvals--hunks-changed approval)
+    (quit-window t)
+    (message "LispM: hunk %d of %s is yours now, and accepted" number
+             (lispm-approval-id approval))))
+
+(defun lispm-approvals-hunk-edit-abort ()
+  "Leave the hunk this buffer edits as it was."
+  (interactive)
+  (quit-window t))
+
+(defun lispm-approvals-ediff ()
+  "Merge the edit at point by hand in Ediff, the file's text against the proposal.
+Buffer B holds the proposal (with the hunks decided so far: rejected
+ones left out); whatever B holds when Ediff quits becomes the
+proposal, every hunk of it accepted, and the approval waits for
+\\<lispm-approvals-mode-map>\\[lispm-approvals-allow]."
+  (interactive)
+  (let* ((approval (lispm-approvals--pending-or-error nil))
+         (review (or (lispm-approval-review approval)
+                     (user-error "Only an edit of one file can be merged by hand")))
+         (file (lispm-review-file review))
+         (old (or (lispm-edit-file-text file) ""))
+         (proposal (condition-case err (lispm-review-apply review old)
+                     (lispm-error (user-error "The file changed since: %s"
+                                              (lispm-error-message err)))))
+         (name (file-name-nondirectory file))
+         (a (get-buffer-create (format "*LispM %s %s (now)*" (lispm-approval-id approval) name)))
+         (b (get-buffer-create (format "*LispM %s %s (proposed)*" (lispm-approval-id approval)
+                                       name))))
+    (require 'ediff)
+    (pcase-dolist (`(,buffer . ,text) (list (cons a old) (cons b proposal)))
+      (with-current-buffer buffer
+        (let ((inhibit-read-only t))
+          (erase-buffer)
+          (insert text))
+        (let ((buffer-file-name file))
+          (ignore-errors (delay-mode-hooks (set-auto-mode t))))))
+    (with-current-buffer a (setq buffer-read-only t))
+    (ediff-buffers
+     a b
+     (list (lambda ()
+             (add-hook 'ediff-quit-hook
+                       (lambda () (lispm-approvals--merged approval old b a))
+                       nil t))))))
+
+(defun lispm-approvals--merged (approval old merged shown)
+  "Make MERGED's text APPROVAL's proposal, against OLD; kill MERGED and SHOWN."
+  (when (and (memq approval lispm-approvals--pending) (buffer-live-p merged))
+    (let* ((review (lispm-approval-review approval))
+           (text (with-current-buffer merged
+                   (save-restriction (widen)
+                                     (buffer-substring-no-properties (point-min) (point-max))))))
+      (condition-case err
+          (progn (lispm-review-replace review (lispm-edit-diff old text "merged"))
+                 (lispm-approvals--hunks-changed approval)
+                 (message "LispM: %s's proposal is your merge now; %s allows it"
+                          (lispm-approval-id approval)
+                          (substitute-command-keys
+                           "\\<lispm-approvals-mode-map>\\[lispm-approvals-allow]")))
+        (lispm-error (message "LispM: the merge is not used: %s" (lispm-error-message err))))))
+  (run-at-time 0 nil (lambda ()
+                       (dolist (buffer (list merged shown))
+                         (when (buffer-live-p buffer) (kill-buffer buffer))))))
+
 ;;; The buffer
 
 (defvar-keymap lispm-approvals-mode-map
   :doc "Keymap of the LispM approvals buffer."
   :parent special-mode-map
   "a" #'lispm-approvals-allow
-  "s" #'lispm-approvals-allow-session
+  "S" #'lispm-approvals-allow-session
+  "A" #'lispm-approvals-allow-always
   "d" #'lispm-approvals-deny
+  "s" #'lispm-approvals-accept-hunk
+  "k" #'lispm-approvals-reject-hunk
+  "u" #'lispm-approvals-undecide-hunk
+  "e" #'lispm-approvals-edit-hunk
+  "E" #'lispm-approvals-ediff
   "n" #'lispm-approvals-next
   "p" #'lispm-approvals-previous
   "RET" #'lispm-approvals-visit
@@ -333,14 +546,23 @@ This takes time in proportion to what is shown, not to TEXT's length."
 
 (define-derived-mode lispm-approvals-mode special-mode "LispM-Approvals"
   "Major mode of the actions agents ask to do, waiting for the user.
-Each section is one approval.  On a section:
+Each section is one approval, oldest first.  On a section:
 \\<lispm-approvals-mode-map>
 \\[lispm-approvals-allow] allows it once.
-\\[lispm-approvals-allow-session] allows it, and this kind for this agent for the rest of its session.
+\\[lispm-approvals-allow-session] allows it, and this kind for this agent until it closes.
+\\[lispm-approvals-allow-always] allows it, and its like from now on, by a rule in your policy.
 \\[lispm-approvals-deny] denies it, with a reason the agent reads.
 \\[lispm-approvals-visit] visits the file under point, else the agent's terminal.
 \\[lispm-approvals-view-whole] shows the whole diff or text, where the section shows it cut.
 \\[lispm-approvals-next] and \\[lispm-approvals-previous] move between approvals.
+
+An edit of one file is decided hunk by hunk, as magit stages: on a
+hunk, \\[lispm-approvals-accept-hunk] accepts it, \\[lispm-approvals-reject-hunk] rejects it, \\[lispm-approvals-undecide-hunk] takes the decision back,
+\\[lispm-approvals-edit-hunk] edits what it writes (and accepts it);
+\\[lispm-approvals-ediff] merges the whole by hand in Ediff.  Once every
+hunk is decided, the edit is allowed with the hunks accepted (denied
+if none is); \\[lispm-approvals-allow] before that writes every hunk not rejected.
+The agent is told which hunks were written and which were not.
 
 \\{lispm-approvals-mode-map}"
   (setq buffer-read-only t
@@ -348,10 +570,12 @@ Each section is one approval.  On a section:
   (setq-local revert-buffer-function (lambda (&rest _) (lispm-approvals--render)))
   (setq header-line-format
         (substitute-command-keys
-         "\\<lispm-approvals-mode-map>\\[lispm-approvals-allow] allow once  \
-\\[lispm-approvals-allow-session] allow for session  \\[lispm-approvals-deny] deny  \
-\\[lispm-approvals-next]/\\[lispm-approvals-previous] next/previous  \
-\\[lispm-approvals-visit] visit  \\[lispm-approvals-view-whole] whole  \\[quit-window] quit")))
+         "\\<lispm-approvals-mode-map>\\[lispm-approvals-allow] once  \
+\\[lispm-approvals-allow-session] session  \\[lispm-approvals-allow-always] always  \
+\\[lispm-approvals-deny] deny  hunk: \\[lispm-approvals-accept-hunk] accept  \
+\\[lispm-approvals-reject-hunk] reject  \\[lispm-approvals-edit-hunk] edit  \
+\\[lispm-approvals-ediff] ediff  \\[lispm-approvals-next]/\\[lispm-approvals-previous] move  \
+\\[lispm-approvals-view-whole] whole")))
 
 (defface lispm-approvals-heading '((t :inherit bold))
   "Face of the first line of an approval.")
@@ -378,11 +602,6 @@ Each section is one approval.  On a section:
     (unless (bolp) (insert "\n"))
     (add-text-properties start (point) '(line-prefix "    " wrap-prefix "    "))))
 
-(defvar lispm-approvals--made (make-hash-table :test 'eq :weakness 'key)
-  "What the section of each approval shows of its parts, made once.
-An alist of (PART SHOWN . CUT) for each approval: the sections are
-drawn again whenever an approval comes or goes.")
-
 (defun lispm-approvals--make-part (text show prepare)
   "Return (SHOWN . CUT): TEXT made fit for a section, and whether it was cut.
 PREPARE, if non-nil, is a function that makes of TEXT what is cut to
@@ -401,13 +620,16 @@ makes of that what is shown, as `lispm-approvals--fontify' does."
   "Insert TEXT, the PART of APPROVAL's target, in the section of APPROVAL.
 PART is a key of `lispm-approvals--parts'.  TEXT is made into what is
 shown by `lispm-approvals--make-part', with SHOW and PREPARE, once for
-each approval and part.  After a cut text, a button shows it whole."
+each approval and part.  After a cut text, a button shows it whole.
+Return where TEXT as shown ends."
   (pcase-let* ((start (point))
+               (block-end nil)
                (`(,shown . ,cut)
                 (or (alist-get part (gethash approval lispm-approvals--made))
                     (setf (alist-get part (gethash approval lispm-approvals--made))
                           (lispm-approvals--make-part text show prepare)))))
     (lispm-approvals--insert-block shown)
+    (setq block-end (point))
     (when cut
       (let ((name (alist-get part lispm-approvals--parts)))
         (insert "  Cut to fit: ")
@@ -417,7 +639,8 @@ each approval and part.  After a cut text, a button shows it whole."
         (insert (substitute-command-keys
                  "(or \\<lispm-approvals-mode-map>\\[lispm-approvals-view-whole])\n"))))
     (add-text-properties start (point) (list 'lispm-approvals-part part
-                                             'lispm-approvals-cut cut))))
+                                             'lispm-approvals-cut cut))
+    block-end))
 
 (defun lispm-approvals--insert-section (approval)
   "Insert the section of APPROVAL at point."
@@ -446,6 +669,9 @@ each approval and part.  After a cut text, a button shows it whole."
                              (lambda () (lispm-approvals-allow-session approval))
                              (format "Let %s do any %s its role asks about until it closes"
                                      (lispm-actor-name agent) kind))
+    (lispm-approvals--button "[Always...]"
+                             (lambda () (funcall-interactively #'lispm-approvals-allow-always approval))
+                             "Allow this, and its like from now on, by a rule in your policy")
     (lispm-approvals--button "[Deny...]"
                              (lambda () (call-interactively
                                          (lambda (reason)
@@ -469,8 +695,13 @@ each approval and part.  After a cut text, a button shows it whole."
     (when-let* ((diff (plist-get target :diff)))
       ;; A new Org file shows as itself, below: its diff would repeat it.
       (unless (and (plist-get target :org) (lispm-approvals--creates-p diff))
-        (lispm-approvals--insert-part approval :diff diff
-                                      (lambda (shown) (lispm-approvals--fontify shown #'diff-mode)))
+        (let* ((review (lispm-approval-review approval))
+               (from (point))
+               (to (lispm-approvals--insert-part
+                    approval :diff (if review (lispm-review-diff review) diff)
+                    (lambda (shown) (lispm-approvals--fontify shown #'diff-mode)))))
+          (when review
+            (lispm-approvals--mark-hunks review from to)))
         (when (plist-get target :org)
           (insert "  The whole file, as it would be:\n"))))
     (when-let* ((org (plist-get target :org)))
@@ -654,7 +885,8 @@ withdrawn :reason REASON) when AGENT leaves before anyone decided."
                    :agent agent :role (or role lispm-policy-default-role)
                    :kind kind :target target :title title :callback callback
                    :time (float-time)
-                   :registered (lispm-agent-live-p agent))))
+                   :registered (lispm-agent-live-p agent)
+                   :review (lispm-approvals--review kind target))))
     (setq lispm-approvals--pending (append lispm-approvals--pending (list approval)))
     (if (eq (lispm-actor-state agent) 'exited)
         ;; Gone already: withdraw it, but later, as promised.
@@ -667,6 +899,17 @@ withdrawn :reason REASON) when AGENT leaves before anyone decided."
                  lispm-approvals-buffer-name)
         (lispm-approvals--tell 'lispm-approvals-asked-functions approval)))
     (lispm-approval-id approval)))
+
+(defun lispm-approvals--review (kind target)
+  "Return the review of an edit of KIND on TARGET, hunk by hunk, or nil.
+Only an edit of one file whose diff reads has one; a new Org file
+shows whole, and is decided whole."
+  (when-let* (((eq kind 'edit))
+              ((not (plist-get target :org)))
+              (diff (plist-get target :diff))
+              (files (plist-get target :files))
+              ((null (cdr files))))
+    (lispm-review-make (car files) diff)))
 
 (defun lispm-approvals--resolve (approval decision &optional reason)
   "Answer APPROVAL with DECISION, a symbol, and REASON; call its callback once.
@@ -688,8 +931,9 @@ nil if APPROVAL no longer waits."
                               (lispm-approvals-summary approval) decision reason)
       (lispm-approvals--changed)
       (let ((result (pcase decision
-                      ('allow (list :decision 'allow))
-                      ('allow-session (list :decision 'allow :for-session t))
+                      ('allow (lispm-approvals--allowed approval (list :decision 'allow)))
+                      ('allow-session (lispm-approvals--allowed
+                                       approval (list :decision 'allow :for-session t)))
                       ('deny (list :decision 'deny :reason reason))
                       ('withdrawn (list :decision 'withdrawn :reason reason)))))
         (condition-case err
@@ -701,6 +945,13 @@ nil if APPROVAL no longer waits."
       (when (eq decision 'allow-session)
         (lispm-approvals--settle-granted agent kind))
       t)))
+
+(defun lispm-approvals--allowed (approval answer)
+  "Return ANSWER, allowing APPROVAL, with `:review' if its hunks changed."
+  (let ((review (lispm-approval-review approval)))
+    (if (and review (lispm-review-changed-p review))
+        (append answer (list :review review))
+      answer)))
 
 (defun lispm-approvals--tell (hook approval &rest args)
   "Run HOOK's functions with APPROVAL and ARGS; report their errors."
@@ -741,14 +992,46 @@ nil if APPROVAL no longer waits."
       (user-error "This approval is answered already"))
     approval))
 
+(defun lispm-approvals--partly (approval)
+  "Return how APPROVAL, an edit, is allowed only in part, or nil.
+That is the summary of its hunks, if the user rejected or edited some."
+  (when-let* ((review (lispm-approval-review approval))
+              ((lispm-review-changed-p review)))
+    (lispm-review-summary review)))
+
+(defun lispm-approvals--all-rejected-p (approval)
+  "Return non-nil if the user rejected every hunk of APPROVAL, an edit."
+  (when-let* ((review (lispm-approval-review approval)))
+    (not (or (lispm-review-applied review) (lispm-review-replaced review)))))
+
+(defun lispm-approvals--allow-as (approval decision &optional reason)
+  "Answer APPROVAL with DECISION, `allow' or `allow-session'; return how.
+That is nil, or how the edit is allowed in part.  An edit whose every
+hunk the user rejected is denied instead, and the return is `denied'.
+REASON, if non-nil, goes to the ledger, with how."
+  (if (lispm-approvals--all-rejected-p approval)
+      (progn (lispm-approvals--resolve approval 'deny "the user rejected every hunk of the edit")
+             'denied)
+    (let ((partly (lispm-approvals--partly approval)))
+      (lispm-approvals--resolve approval decision
+                                (and (or reason partly)
+                                     (string-join (delq nil (list reason partly)) "; ")))
+      partly)))
+
 (defun lispm-approvals-allow (&optional approval)
   "Allow APPROVAL, the one at point, this once.
-APPROVAL may be an approval or its id."
+APPROVAL may be an approval or its id.  Of an edit reviewed hunk by
+hunk, what is written is the hunks not rejected, as the user edited
+them; if every hunk was rejected, the edit is denied instead."
   (interactive)
-  (let ((approval (lispm-approvals--pending-or-error approval)))
-    (lispm-approvals--resolve approval 'allow)
-    (message "LispM: allowed %s's %s" (lispm-actor-name (lispm-approval-agent approval))
-             (lispm-approval-kind approval))))
+  (let* ((approval (lispm-approvals--pending-or-error approval))
+         (how (lispm-approvals--allow-as approval 'allow))
+         (agent (lispm-actor-name (lispm-approval-agent approval))))
+    (if (eq how 'denied)
+        (message "LispM: denied %s's %s: you rejected every hunk" agent
+                 (lispm-approval-kind approval))
+      (message "LispM: allowed %s's %s%s" agent (lispm-approval-kind approval)
+               (if how (format " (%s)" how) "")))))
 
 (defun lispm-approvals-allow-session (&optional approval)
   "Allow APPROVAL, the one at point, and its kind for its agent's session.
@@ -757,9 +1040,46 @@ once; what its role denies stays denied.  APPROVAL may be an approval
 or its id."
   (interactive)
   (let ((approval (lispm-approvals--pending-or-error approval)))
-    (lispm-approvals--resolve approval 'allow-session)
+    (lispm-approvals--allow-as approval 'allow-session)
     (message "LispM: allowed %s for %s until it closes" (lispm-approval-kind approval)
              (lispm-actor-name (lispm-approval-agent approval)))))
+
+(defun lispm-approvals-always-rule (approval)
+  "Return the policy rule allowing APPROVAL's action from now on.
+It is as narrow as the action lets it be: an edit or a read of these
+files, these tools of an MCP server, this host; a shell command or an
+evaluation, of which LispM cannot tell one from another, its whole kind."
+  (let* ((kind (lispm-approval-kind approval))
+         (target (lispm-approval-target approval))
+         (agent (lispm-approval-agent approval))
+         (patterns (pcase kind
+                     ((or 'edit 'read 'remember)
+                      (mapcar (lambda (file) (lispm-approvals--relative agent file))
+                              (plist-get target :files)))
+                     ((or 'mcp 'network) (plist-get target :names)))))
+    (if patterns (list kind 'allow patterns) (list kind 'allow))))
+
+(defun lispm-approvals-allow-always (&optional approval)
+  "Allow APPROVAL, the one at point, and its like from now on, by a rule.
+The rule `lispm-approvals-always-rule' gives goes first among the
+rules of the asking agent's role in `lispm-policy-roles', which is
+saved (see `lispm-policy-add-rule'); where, the message says.
+Interactively, the rule is shown and confirmed first.  APPROVAL may
+be an approval or its id."
+  (interactive)
+  (let* ((approval (lispm-approvals--pending-or-error approval))
+         (rule (lispm-approvals-always-rule approval))
+         (role (or (lispm-approval-role approval) lispm-policy-default-role)))
+    (when (and (called-interactively-p 'any)
+               (not (yes-or-no-p (format "Add %S to role %s's policy, for good? " rule role))))
+      (user-error "Nothing added"))
+    (let* ((file (lispm-policy-add-rule role rule
+                                        (lispm-actor-folder (lispm-approval-agent approval))))
+           (where (if file (format "saved in %s" (abbreviate-file-name file))
+                    "for this Emacs only: Emacs cannot save options here")))
+      (lispm-approvals--allow-as approval 'allow (format "allowed always by the rule %S" rule))
+      (message "LispM: %S added to role %s in `lispm-policy-roles', %s" rule role where)
+      where)))
 
 (defun lispm-approvals-deny (&optional approval reason)
   "Deny APPROVAL, the one at point, with REASON for the agent to read.

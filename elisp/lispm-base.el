@@ -71,6 +71,7 @@
 ;;   -32071  lispm-diff-failed               the diff program failed
 ;;   -32072  lispm-revert-conflict           the user changed what is to be reverted
 ;;   -32073  lispm-mcp-error                 an MCP server is misconfigured or failed
+;;   -32074  lispm-review-error              a hunk of a reviewed edit asked for wrongly
 ;;   -32075  lispm-skill-error               a skill's code failed
 ;;   -32076  lispm-skill-unknown             no skill of that name
 ;;   -32077  lispm-skill-broken              a skill's code does not read

@@ -25,7 +25,8 @@
 ;;   call, never held open across the user's commands), changing only
 ;;   the region between the common prefix and suffix, so that point and
 ;;   markers stay with unchanged text.  It returns a `lispm-change'.
-;; - `lispm-edit-diff' and `lispm-edit-apply-diff': unified diffs.
+;; - `lispm-edit-diff', `lispm-edit-diff-hunks', `lispm-edit-apply-diff' and
+;;   `lispm-edit-apply-hunks': unified diffs, and their hunks.
 ;; - `lispm-edit-snapshot' and `lispm-edit-snapshot-changes': what a
 ;;   shell command or evaluated Lisp did to the files of a folder, as
 ;;   `lispm-change's too.
@@ -441,16 +442,18 @@ string if the texts are equal."
                 (buffer-string))))
         (delete-directory dir t)))))
 
-(defun lispm-edit--lines (text)
+(defun lispm-edit-lines (text)
   "Split TEXT into lines, each with its newline (the last one may lack it)."
   (let ((lines (split-string text "\n")))
     (append (mapcar (lambda (l) (concat l "\n")) (butlast lines))
             (unless (equal (car (last lines)) "") (last lines)))))
 
-(defun lispm-edit--parse-hunks (diff)
+(defun lispm-edit-diff-hunks (diff)
   "Return the hunks of DIFF, a unified diff of one file.
-Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines."
-  (let ((lines (lispm-edit--lines diff))
+Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines:
+OLD-LINES the hunk's context and removed lines, NEW-LINES its context
+and added lines.  Signal `lispm-diff-malformed' if DIFF is not one."
+  (let ((lines (lispm-edit-lines diff))
         hunks current last-kind)
     (dolist (line lines)
       (cond ((string-match "\\`@@ -\\([0-9]+\\)\\(?:,[0-9]+\\)? \\+[0-9]+\\(?:,[0-9]+\\)? @@" line)
@@ -498,11 +501,17 @@ Each is (OLD-START OLD-LINES NEW-LINES), lines with their newlines."
 Each hunk must match exactly (no fuzz) but may have moved: the
 nearest match to where it says it is, after the previous hunk, wins.
 The errors are `lispm-diff-malformed' and `lispm-diff-does-not-apply'."
-  (let* ((lines (vconcat (lispm-edit--lines text)))
+  (lispm-edit-apply-hunks text (lispm-edit-diff-hunks diff)))
+
+(defun lispm-edit-apply-hunks (text hunks)
+  "Return TEXT changed by HUNKS, as `lispm-edit-diff-hunks' gives them.
+They apply as `lispm-edit-apply-diff' says; a hunk that does not
+signals `lispm-diff-does-not-apply', whose data names its number."
+  (let* ((lines (vconcat (lispm-edit-lines text)))
          (result nil)
          (pos 0)
          (n 0))
-    (dolist (hunk (lispm-edit--parse-hunks diff))
+    (dolist (hunk hunks)
       (cl-incf n)
       (pcase-let* ((`(,start ,old ,new) hunk)
                    (want (max pos (if (null old) start (1- start))))

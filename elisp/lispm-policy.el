@@ -358,6 +358,32 @@ callers (`lispm-policy-chain-decision').  Then an `ask' becomes
   (lispm-policy-granted-decision
    agent kind (lispm-policy-chain-decision agent role kind target)))
 
+;;; Rules the user adds from an approval
+
+(declare-function custom-file "cus-edit" (&optional no-error))
+
+(defun lispm-policy-add-rule (role rule &optional folder)
+  "Put RULE first among ROLE's rules in `lispm-policy-roles', and save it.
+A role from an Org file (for an agent in FOLDER) is copied into
+`lispm-policy-roles' first, its rules kept, since a role named there
+wins over its file.  The option is saved with `customize-save-variable';
+where Emacs cannot save (an `emacs -Q'), it is set for this Emacs
+only.  Return where it was written: a file name, or nil for this
+Emacs only."
+  (unless (and (consp rule) (memq (car rule) lispm-policy-kinds)
+               (memq (cadr rule) lispm-policy-decisions))
+    (signal 'lispm-policy-error (list "Not a rule" rule)))
+  (let* ((rules (cons rule (remove rule (lispm-policy-rules role folder))))
+         (roles (cons (cons role rules)
+                      (cl-remove role lispm-policy-roles :key #'car))))
+    (require 'cus-edit)
+    (if-let* ((file (custom-file t)))
+        (let ((inhibit-message t))
+          (customize-save-variable 'lispm-policy-roles roles)
+          file)
+      (customize-set-variable 'lispm-policy-roles roles)
+      nil)))
+
 ;;; Session grants
 
 (cl-defstruct (lispm-policy--grant (:constructor lispm-policy--grant-make) (:copier nil))

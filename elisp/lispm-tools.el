@@ -78,6 +78,7 @@
 (require 'lispm-agents)
 (require 'lispm-policy)
 (require 'lispm-edit)
+(require 'lispm-review)
 (require 'lispm-secrets)
 
 (declare-function lispm-skills-search "lispm-skills" (query &optional folder))
@@ -1000,15 +1001,28 @@ the user must settle that first" (lispm-tools--relative agent file))
 
 (defun lispm-tools--write-through-buffer (agent file text)
   "Make TEXT FILE's text through its buffer, as one undo step, and save it.
-AGENT is the agent asking.  Return the result plist: a short report,
-and the `lispm-change' made, if any, as `:changes'."
-  (let* ((buffer (lispm-tools--file-buffer agent file))
+AGENT is the agent asking.  When the user let through only some of
+the edit's hunks, or edited them (`lispm-review-accepted'), what is
+written is the file's text with those hunks, and the result says so.
+Return the result plist: a short report, and the `lispm-change' made,
+if any, as `:changes'."
+  (let* ((review (and lispm-review-accepted
+                      (lispm-review-for-p lispm-review-accepted file)
+                      (lispm-review-changed-p lispm-review-accepted)
+                      lispm-review-accepted))
+         (buffer (lispm-tools--file-buffer agent file))
          (existed (file-exists-p file))
+         (written (if review
+                      (lispm-review-apply review (or (lispm-edit-file-text file) ""))
+                    text))
          (change (let ((inhibit-interaction t))
-                   (lispm-edit-replace buffer text :save t))))
+                   (lispm-edit-replace buffer written :save t))))
     (lispm-tools--with-changes
-     (list :ok t :text (format "%s %s (%d characters)" (if existed "Wrote" "Created")
-                               (lispm-tools--relative agent file) (length text)))
+     (list :ok t :text (concat (format "%s %s (%d characters)" (if existed "Wrote" "Created")
+                                       (lispm-tools--relative agent file) (length written))
+                               (and review
+                                    (lispm-review-note review text written
+                                                       (lispm-tools--relative agent file)))))
      (and change (list change)))))
 
 ;;; Reading tools

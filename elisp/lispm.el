@@ -49,6 +49,7 @@
 ;;   lispm-sidecar.el   start/restart the sidecar, JSON-RPC both ways
 ;;   lispm-term.el      terminal backends: vterm, eat, term (with fixes)
 ;;   lispm-edit.el      editing as one undo step, change records, revert
+;;   lispm-review.el    an edit reviewed hunk by hunk: what is let through, what the model is told
 ;;   lispm-session-git.el  the sessions' commits, in order, through git fast-import
 ;;   lispm-model.el     the models (`lispm-models'), streamed by the sidecar
 ;;   lispm-lisp.el      run_lisp's language: reader, checker and fuel

@@ -145,7 +145,7 @@
           (should (string-search pretty text)))
         (should (string-search "(unbalanced" text))
         ;; Buttons.
-        (should (string-search "[Allow once] [Allow for session] [Deny...]" text))
+        (should (string-search "[Allow once] [Allow for session] [Always...] [Deny...]" text))
         ;; Newest last.
         (should (< (string-search "asks for edit" text) (string-search "asks for shell" text))))
       ;; The diff has diff-mode's faces.
@@ -233,13 +233,54 @@ See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder))
       (should (eq (lispm-policy-decide codex 'default 'shell '(:command "ls")) 'ask))
       (should-not (string-search "asks for" (lispm-approvals-test--text))))))
 
+(ert-deftest lispm-approvals-test-allow-always-writes-a-narrow-rule ()
+  (lispm-approvals-test--with-state
+    (let* ((custom-file (make-temp-file "lispm-custom-" nil ".el"))
+           (user-init-file custom-file)
+           (codex (lispm-approvals-test--agent "codex" folder))
+           (notes (expand-file-name "notes.el" folder))
+           (rec (lispm-approvals-test--recorder))
+           (edit (lispm-approvals-request codex 'default 'edit
+                                          (list :files (list notes)
+                                                :diff lispm-approvals-test--diff)
+                                          (car rec)))
+           (shell (lispm-approvals-request codex 'default 'shell '(:command "make")
+                                           (car rec))))
+      (unwind-protect
+          (progn
+            (should (equal (lispm-approvals-always-rule (lispm-approvals-get edit))
+                           '(edit allow ("notes.el"))))
+            (should (equal (lispm-approvals-allow-always edit)
+                           (format "saved in %s" (abbreviate-file-name custom-file))))
+            (should (equal (car (cdr rec)) '((:decision allow))))
+            ;; First among the role's rules, the others kept, and saved.
+            (should (equal (car (alist-get 'default lispm-policy-roles)) '(edit allow ("notes.el"))))
+            (should (member '(shell ask) (alist-get 'default lispm-policy-roles)))
+            (should (string-match-p "(edit allow (\"notes.el\"))"
+                                    (with-temp-buffer (insert-file-contents custom-file)
+                                                      (buffer-string))))
+            ;; That file, from now on, by any agent of the role; no other file.
+            (should (eq (lispm-policy-decide codex 'default 'edit (list :files (list notes)))
+                        'allow))
+            (should (eq (lispm-policy-decide codex 'default 'edit
+                                             (list :files (list (expand-file-name "other.el" folder))))
+                        'ask))
+            ;; A shell command: LispM cannot tell one from another.
+            (should (equal (lispm-approvals-always-rule (lispm-approvals-get shell))
+                           '(shell allow)))
+            (should (cl-find-if (lambda (n) (and (eq (car n) 'lispm/audit)
+                                                 (string-match-p "allowed always by the rule"
+                                                                 (or (plist-get (cdr n) :reason) ""))))
+                                lispm-approvals-test--audits)))
+        (delete-file custom-file)))))
+
 (ert-deftest lispm-approvals-test-allow-for-session-key ()
   (lispm-approvals-test--with-state
     (let* ((codex (lispm-approvals-test--agent "codex" folder))
            (claude (lispm-approvals-test--agent "claude" folder))
            (rec (lispm-approvals-test--recorder))
            (id (lispm-approvals-request codex 'default 'shell '(:command "ls") (car rec))))
-      (lispm-approvals-test--press "s" id)
+      (lispm-approvals-test--press "S" id)
       (should (equal (car (cdr rec)) '((:decision allow :for-session t))))
       (should (eq (lispm-policy-decide codex 'default 'shell '(:command "rm x")) 'allow))
       (should (eq (lispm-policy-decide codex 'default 'eval '(:form "1")) 'ask))
