@@ -53,6 +53,7 @@
 (require 'diff-mode)
 (require 'lispm-base)
 (require 'lispm-edit)
+(require 'lispm-review)
 (require 'lispm-sidecar)
 (require 'lispm-agents)
 (require 'lispm-views)
@@ -137,6 +138,8 @@ Otherwise signal a `user-error'."
   "C-c C-k" #'lispm-ide-reject
   "C-c C-e" #'lispm-ide-edit-proposal
   "e" #'lispm-ide-edit-proposal
+  "k" #'lispm-ide-reject-hunk
+  "E" #'lispm-ide-ediff
   "g" #'lispm-ide-refresh-diff
   "n" #'diff-hunk-next
   "p" #'diff-hunk-prev
@@ -149,6 +152,8 @@ Otherwise signal a `user-error'."
 \\[lispm-ide-accept] accepts it, with your edits to the proposal.
 \\[lispm-ide-reject] rejects it.
 \\[lispm-ide-edit-proposal] shows the proposal, to edit it.
+\\[lispm-ide-reject-hunk] takes the hunk at point out of the proposal.
+\\[lispm-ide-ediff] merges the proposal by hand in Ediff.
 \\[lispm-ide-refresh-diff] computes the diff again.
 \\[quit-window] hides the diff; killing it closes it undecided.
 
@@ -174,7 +179,8 @@ Otherwise signal a `user-error'."
                    (file-name-nondirectory (lispm-ide-diff-file diff))))
           (substitute-command-keys
            "\\<lispm-ide-diff-mode-map>\\[lispm-ide-accept] accept  \
-\\[lispm-ide-reject] reject  \\[lispm-ide-edit-proposal] edit  \
+\\[lispm-ide-reject] reject  \\[lispm-ide-reject-hunk] reject hunk  \
+\\[lispm-ide-edit-proposal] edit  \\[lispm-ide-ediff] ediff  \
 \\[lispm-ide-refresh-diff] refresh")))
 
 (defun lispm-ide--button (label action help)
@@ -516,6 +522,61 @@ what was written."
          (window (display-buffer (lispm-ide-diff-proposal-buffer diff)
                                  (lispm-ide--proposal-action))))
     (when window (select-window window))))
+
+(defun lispm-ide--set-proposal (diff text)
+  "Make TEXT the proposal of DIFF, and show the diff anew."
+  (with-current-buffer (lispm-ide-diff-proposal-buffer diff)
+    (save-restriction
+      (widen)
+      (let ((inhibit-read-only t))
+        (replace-region-contents (point-min) (point-max) (lambda () text)))))
+  (lispm-ide--render diff))
+
+(defun lispm-ide-reject-hunk ()
+  "Take the hunk at point out of the proposal: the file keeps its lines there.
+What is accepted later is the proposal without it, and the agent is
+told exactly what was written."
+  (interactive)
+  (let* ((diff (lispm-ide--pending nil))
+         (number (save-excursion
+                   (end-of-line)
+                   (let ((count 0))
+                     (while (re-search-backward "^@@ " nil t)
+                       (cl-incf count))
+                     count))))
+    (when (zerop number)
+      (user-error "No hunk here"))
+    (let* ((file (lispm-ide-diff-file diff))
+           (old (or (lispm-edit-file-text file) ""))
+           (review (or (lispm-review-make file (lispm-edit-diff old (lispm-ide--proposal-text diff)
+                                                                file))
+                       (user-error "No hunk here"))))
+      (lispm-review-set review number 'rejected)
+      (lispm-ide--set-proposal diff (lispm-review-apply review old))
+      (message "LispM: hunk %d taken out of %s's proposal" number (lispm-ide-diff-agent diff)))))
+
+(defun lispm-ide-ediff ()
+  "Merge the proposal by hand in Ediff: the file's text against the proposal.
+The proposal buffer is Ediff's buffer B: what it holds when you accept
+is what is written."
+  (interactive)
+  (let* ((diff (lispm-ide--pending nil))
+         (file (lispm-ide-diff-file diff))
+         (now (get-buffer-create (format "*lispm now: %s*" (file-name-nondirectory file)))))
+    (require 'ediff)
+    (with-current-buffer now
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (or (lispm-edit-file-text file) "")))
+      (setq buffer-read-only t))
+    (ediff-buffers now (lispm-ide-diff-proposal-buffer diff)
+                   (list (lambda ()
+                           (add-hook 'ediff-quit-hook
+                                     (lambda ()
+                                       (when (eq (lispm-ide-diff-state diff) 'pending)
+                                         (lispm-ide--render diff))
+                                       (run-at-time 0 nil #'kill-buffer now))
+                                     nil t))))))
 
 (defun lispm-ide-refresh-diff (&optional diff)
   "Compute the diff of DIFF, the current buffer's, again."

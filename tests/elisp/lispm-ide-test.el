@@ -179,6 +179,27 @@ in `lispm-ide-test--sent'; diffs, buffers and files are cleaned up."
           (insert-file-contents-literally file)
           (should (equal (buffer-string) "one\r\nTWO\r\n")))))))
 
+(ert-deftest lispm-ide-test-a-hunk-rejected-is-not-written ()
+  (let ((old (mapconcat (lambda (i) (format "line %d\n" i)) (number-sequence 1 20) "")))
+    (lispm-ide-test--with-fixture (dir `(("h.txt" . ,old)))
+      (let* ((file (expand-file-name "h.txt" dir))
+             (new (string-replace "line 18\n" "LINE 18\n" (string-replace "line 2\n" "LINE 2\n" old)))
+             (diff (lispm-ide-test--open "k1" "claude" file new)))
+        (with-current-buffer (lispm-ide-diff-diff-buffer diff)
+          (goto-char (point-min))
+          (should-error (lispm-ide-reject-hunk) :type 'user-error)
+          (re-search-forward "^\\+LINE 2$")
+          (call-interactively (keymap-lookup lispm-ide-diff-mode-map "k"))
+          ;; The diff shows what is left: the second hunk only.
+          (should-not (save-excursion (goto-char (point-min)) (re-search-forward "^\\+LINE 2$" nil t)))
+          (should (save-excursion (goto-char (point-min)) (re-search-forward "^\\+LINE 18$" nil t))))
+        (lispm-ide-accept diff)
+        (should (equal (lispm-ide-test--file-contents file)
+                       (string-replace "line 18\n" "LINE 18\n" old)))
+        ;; Claude Code learns exactly what was written.
+        (should (equal (plist-get (cdar lispm-ide-test--sent) :contents)
+                       (string-replace "line 18\n" "LINE 18\n" old)))))))
+
 (ert-deftest lispm-ide-test-reject-changes-nothing ()
   (lispm-ide-test--with-fixture (dir '(("r.txt" . "keep me\n")))
     (let* ((file (expand-file-name "r.txt" dir))
