@@ -533,7 +533,7 @@ what was written."
   (lispm-ide--render diff))
 
 (defun lispm-ide-reject-hunk ()
-  "Take the hunk at point out of the proposal: the file keeps its lines there.
+  "Take the hunk at point out of the proposal, the file's lines kept there.
 What is accepted later is the proposal without it, and the agent is
 told exactly what was written."
   (interactive)
