@@ -57,7 +57,9 @@
 ;; `lispm-calls-invoke': jsonrpc.el must answer a request at once, so a
 ;; call that waits (for the user, or for a shell command) answers
 ;; `(:pending t)', and its result follows as the notification
-;; `lispm/tool-result'.
+;; `lispm/tool-result'.  A call the sidecar gives up (at its deadline,
+;; or cancelled by the agent's client) comes back as
+;; `lispm/tool-abandoned', and the approval it waited for is withdrawn.
 
 ;;; Code:
 
@@ -349,6 +351,22 @@ The longest a deferred tool may run (its own timeout kills it), plus
 a margin; the sidecar abandons the call after that."
   (+ (max lispm-tools-shell-timeout lispm-tools-grep-timeout) 30))
 
+(defvar lispm-calls--asking (make-hash-table :test 'equal)
+  "The approvals the sidecar's calls wait for, by the call's id.")
+
+(cl-defmethod lispm-sidecar-handle-notification ((_method (eql 'lispm/tool-abandoned)) params)
+  "Withdraw the approval of the call PARAMS name, which the sidecar gave up.
+It gave up at its deadline, or the agent's client cancelled the call:
+no answer would reach anyone."
+  (let ((call-id (plist-get params :call_id)))
+    (when-let* ((approval (gethash call-id lispm-calls--asking)))
+      (remhash call-id lispm-calls--asking)
+      (lispm-approvals-withdraw
+       approval (if (equal (plist-get params :reason) "deadline")
+                    "the sidecar gave up the call at its deadline"
+                  (format "%s cancelled the call"
+                          (lispm-actor-name (lispm-approval-agent approval))))))))
+
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/call-tool)) params)
   "Run the tool named in PARAMS for the agent named there, under the policy.
 The answer is the result, if it is there at once; else (:pending t),
@@ -361,10 +379,13 @@ the user, and the result follows as `lispm/tool-result'."
         (asked nil))
     (lispm-calls-invoke agent (plist-get params :tool) (plist-get params :args)
                         (lambda (outcome)
+                          (remhash call-id lispm-calls--asking)
                           (if answered
                               (lispm-calls--finish call-id (lispm-calls--json outcome))
                             (setq answer (lispm-calls--json outcome))))
-                        :on-ask (lambda (_approval) (setq asked t)))
+                        :on-ask (lambda (approval)
+                                  (setq asked t)
+                                  (puthash call-id approval lispm-calls--asking)))
     (setq answered t)
     (cond (answer)
           ;; A program waits for the approvals of its own calls, and

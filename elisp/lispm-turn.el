@@ -941,9 +941,22 @@ stopped at its condition, with its restarts."
       (when (equal (plist-get sent :id) (lispm-turn-call-id call))
         (plist-put sent :arguments (lispm-turn-call-arguments call))))))
 
+(defun lispm-turn--withdraw-approvals (turn why)
+  "Withdraw the approvals TURN's calls wait for, telling them WHY.
+Return how many there were."
+  (let ((count 0))
+    (dolist (call (lispm-turn-calls turn))
+      (when-let* (((eq (lispm-turn-call-state call) 'approval))
+                  (approval (lispm-turn-call-approval call)))
+        (when (lispm-approvals-withdraw approval why)
+          (cl-incf count))))
+    count))
+
 (defun lispm-turn--abort (turn)
   "End TURN, keeping what was done; give each call not run a note.
-A call that waits for an answer stops waiting."
+A call that waits for an answer stops waiting; one that waits for the
+user's approval has it withdrawn."
+  (lispm-turn--withdraw-approvals turn "the turn was aborted")
   (lispm-turn-end-waits turn "The turn ended")
   (let ((outcomes (lispm-turn-outcomes turn))
         (message (car (last (lispm-turn-messages turn)))))
@@ -967,9 +980,11 @@ A call that waits for an answer stops waiting."
 (defun lispm-turn-interrupt (turn)
   "Interrupt TURN: cancel its model stream, or stop after the running tool.
 Its calls that wait for answers stop waiting, each with a result that
-says so; the turn stops once the tool that runs, if any, is over."
+says so, and the approvals its calls wait for are withdrawn; the turn
+stops once the tool that runs, if any, is over."
   (when (lispm-turn-live-p turn)
     (setf (lispm-turn-interrupted turn) t)
+    (lispm-turn--withdraw-approvals turn "the turn was interrupted")
     (cond
      ((lispm-turn-stream turn)
       (lispm-model-cancel (lispm-turn-stream turn))

@@ -10,7 +10,10 @@ result can come in the same read as the answer, or even before it.  Emacs
 may bound the wait (`{"pending": true, "within": SECONDS}`, for a running
 tool); otherwise the call waits as long as an approval may
 (`DECISION_TIMEOUT`), and then fails.  A call whose agent closes, or whose
-client cancels it, ends at once.
+client cancels it, ends at once.  Whenever the sidecar stops waiting for a
+pending call (its deadline passed, or it was cancelled), it tells Emacs
+(`lispm/tool-abandoned`), so that an approval still shown for it is
+withdrawn rather than decided for nothing.
 """
 
 from __future__ import annotations
@@ -18,16 +21,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .errors import LispmError
 from .protocol import (
     CALL_TOOL,
     SEARCH_TOOLS,
     SKILL,
+    TOOL_ABANDONED,
     CallToolParams,
     SearchToolsParams,
     SkillParams,
+    ToolAbandonedParams,
 )
 from .rpc import DECISION_TIMEOUT, EmacsLink
 
@@ -81,9 +86,13 @@ class LispTools:
                 try:
                     answer = await asyncio.wait_for(later, within)
                 except TimeoutError:
+                    self._abandon(call_id, "deadline")
                     raise ToolFailed(
                         f"{tool}: no result from Emacs within {within:g} s; "
                         "the call is abandoned") from None
+                except asyncio.CancelledError:
+                    self._abandon(call_id, "cancelled")
+                    raise
         finally:
             self._pending.pop(call_id, None)
         if not isinstance(answer, dict):
@@ -91,6 +100,10 @@ class LispTools:
         if not answer.get("ok"):
             raise ToolFailed(str(answer.get("error") or f"{tool} failed"))
         return str(answer.get("text", ""))
+
+    def _abandon(self, call_id: str, reason: Literal["deadline", "cancelled"]) -> None:
+        """Tell Emacs the pending call CALL_ID is given up, for REASON."""
+        self._link.notify(TOOL_ABANDONED, ToolAbandonedParams(call_id=call_id, reason=reason))
 
     def resolve(self, call_id: str, result: dict[str, Any]) -> bool:
         """Finish the pending call CALL_ID with RESULT; False if none waits."""

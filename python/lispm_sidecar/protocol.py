@@ -548,6 +548,13 @@ class ModelEventParams(TypedDict):
     body: NotRequired[str]
 
 
+class ToolAbandonedParams(TypedDict):
+    """A call of `emacs/call-tool` the sidecar no longer waits for, and why."""
+
+    call_id: str
+    reason: Literal["deadline", "cancelled"]
+
+
 class McpChangedParams(TypedDict):
     """A server's tools changed (it said so), or it died."""
 
@@ -824,6 +831,8 @@ MODEL_EVENT = _notification("lispm/model-event", "emacs", ModelEventParams,
                             "an event of a model stream: text, tool_call, usage, done, error")
 MCP_CHANGED = _notification("lispm/mcp-changed", "emacs", McpChangedParams,
                             "a server's tools changed, or it died: sync again")
+TOOL_ABANDONED = _notification("lispm/tool-abandoned", "emacs", ToolAbandonedParams,
+                               "the sidecar gave up a pending call_tool: withdraw its approval")
 
 #: Every method of the link, by name.
 METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
@@ -831,7 +840,7 @@ METHODS: dict[str, Method[Any, Any]] = {method.name: method for method in (
     EDITOR_STATE, DIFF_RESOLVED, AT_MENTION, TOOL_RESULT, AUDIT, DECISIONS, PING,
     SEND_MESSAGE, ASK_AGENT, REPLY, REQUESTS, WITHDRAW, ACTOR_ACTIVITY,
     PING_EMACS, STATS, SHUTDOWN, MODEL_STREAM, MODEL_CANCEL, MODEL_EVENT,
-    MCP_SERVERS, MCP_CALL, MCP_CHANGED,
+    MCP_SERVERS, MCP_CALL, MCP_CHANGED, TOOL_ABANDONED,
     LIST_AGENTS, START_HELPER, PASTE, PASTE_READY, BUFFER_TEXT, OPEN_DIFF, CLOSE_DIFF, OPEN_FILE,
     SAVE_DOCUMENT, SEARCH_TOOLS, SKILL, CALL_TOOL, DELIVER, EMACS_PING, AGENT_CONNECTED,
     AGENT_ACTIVITY,

@@ -96,6 +96,29 @@
       (should (equal (plist-get result :call_id) "C1"))
       (should (string-match-p "alpha" (plist-get result :text))))))
 
+(ert-deftest lispm-calls-test-an-approval-the-sidecar-gave-up-is-withdrawn ()
+  (lispm-calls-test--with-agent agent
+    (ignore agent)
+    (let ((lispm-approvals--pending nil)
+          (lispm-approvals--withdrawn nil))
+      (should (equal (lispm-calls-test--call "eval_elisp" '(:form "(setq lispm-calls-test--ran t)"))
+                     '(:pending t)))
+      (should (= (length (lispm-approvals-pending)) 1))
+      ;; Another call's notice withdraws nothing.
+      (lispm-sidecar-handle-notification 'lispm/tool-abandoned
+                                           '(:call_id "C9" :reason "deadline"))
+      (should (= (length (lispm-approvals-pending)) 1))
+      (lispm-sidecar-handle-notification 'lispm/tool-abandoned
+                                           '(:call_id "C1" :reason "deadline"))
+      (should-not (lispm-approvals-pending))
+      (should (string-match-p "gave up the call at its deadline"
+                              (cdr (car lispm-approvals--withdrawn))))
+      (should-not lispm-calls-test--ran)
+      ;; Again: nothing happens twice.
+      (lispm-sidecar-handle-notification 'lispm/tool-abandoned
+                                           '(:call_id "C1" :reason "deadline"))
+      (should (= (length lispm-approvals--withdrawn) 1)))))
+
 (ert-deftest lispm-calls-test-eval-denied-runs-nothing ()
   (lispm-calls-test--with-agent agent
     (ignore agent)

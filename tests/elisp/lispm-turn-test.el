@@ -52,6 +52,15 @@
                                            (list :ok nil :error "out of fuel"
                                                  :condition 'lispm-lisp-fuel-exhausted))))))))
 
+(defvar lispm-turn-test--touched nil
+  "Set when the tool that asks first ran.")
+
+(lispm-define-tool lispm-turn-test-touch ()
+  "Touch something, once the user allows it."
+  :kind 'edit
+  (setq lispm-turn-test--touched t)
+  "touched")
+
 (defmacro lispm-turn-test--with (spec script &rest body)
   "Run BODY with a turn started on SCRIPT, the model's answers.
 SPEC is (TURN SINK): TURN is bound to the turn, once it stopped or
@@ -318,6 +327,39 @@ ended, SINK to its sink.  The actor is an own agent without a session."
       (let ((lispm-turn-test--until '(stopped done aborted)))
         (lispm-turn-test--restart turn 'retry))
       (should (eq (lispm-turn-state turn) 'done)))))
+
+(ert-deftest lispm-turn-test-an-interrupt-withdraws-the-approval-a-call-waits-for ()
+  (let ((lispm-turn-test--until '(tools))
+        (lispm-turn-test--touched nil)
+        (lispm-approvals--pending nil)
+        (lispm-approvals--withdrawn nil))
+    (lispm-turn-test--with (turn sink)
+        (list (lispm-turn-test--call "c1" "lispm_turn_test_touch" "{}")
+              lispm-turn-test--hello)
+      (should (= (length (lispm-approvals-pending)) 1))
+      (lispm-turn-interrupt turn)
+      ;; Nothing is left to decide for nothing, and nothing ran.
+      (should-not (lispm-approvals-pending))
+      (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was interrupted"))
+      (let ((lispm-turn-test--until '(stopped done aborted)))
+        (lispm-turn-test--settle turn))
+      (should-not lispm-turn-test--touched)
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted)))))
+
+(ert-deftest lispm-turn-test-an-aborted-turn-withdraws-its-approvals ()
+  (let ((lispm-turn-test--until '(tools))
+        (lispm-turn-test--touched nil)
+        (lispm-approvals--pending nil)
+        (lispm-approvals--withdrawn nil))
+    (lispm-turn-test--with (turn sink)
+        (list (lispm-turn-test--call "c1" "lispm_turn_test_touch" "{}")
+              lispm-turn-test--hello)
+      (should (= (length (lispm-approvals-pending)) 1))
+      (lispm-turn-end turn)
+      (should-not (lispm-approvals-pending))
+      (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was aborted"))
+      (should-not lispm-turn-test--touched)
+      (should (eq (lispm-turn-state turn) 'aborted)))))
 
 ;;; The condition buffer
 

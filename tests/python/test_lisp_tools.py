@@ -95,8 +95,16 @@ async def test_a_result_that_overtakes_the_answer_is_not_lost(sidecar: SidecarPr
         assert text_of(result) == (False, "ran {'n': 1}")
 
 
+async def abandoned_notice(sidecar: SidecarProcess) -> dict[str, Any]:
+    """Return the params of the next `lispm/tool-abandoned` the sidecar sends."""
+    while True:
+        message = await asyncio.wait_for(sidecar.notifications.get(), 15)
+        if message["method"] == "lispm/tool-abandoned":
+            return dict(message["params"])
+
+
 async def test_a_result_that_never_comes_ends_the_call_and_not_the_session(
-        sidecar: SidecarProcess) -> None:
+        sidecar: SidecarProcess, emacs: FakeEmacs) -> None:
     async with contextlib.AsyncExitStack() as stack:
         client = await agent_client(sidecar, stack)
         lost = asyncio.create_task(client.call_tool("call_tool", {"name": "lost"}))
@@ -105,6 +113,10 @@ async def test_a_result_that_never_comes_ends_the_call_and_not_the_session(
         assert not listed.is_error and not lost.done()
         is_error, text = text_of(await asyncio.wait_for(lost, 15))
         assert is_error and "lost" in text and "0.5 s" in text, text
+        # Emacs is told, so that an approval still shown for it is withdrawn.
+        call = await asyncio.wait_for(emacs.calls.get(), 15)
+        abandoned = await abandoned_notice(sidecar)
+        assert abandoned == {"call_id": call["call_id"], "reason": "deadline"}
         # And afterwards too.
         again = await asyncio.wait_for(
             client.call_tool("call_tool", {"name": "quick", "args": {}}), 15)
@@ -122,3 +134,5 @@ async def test_a_waiting_call_ends_when_its_agent_closes(
         assert waiting in done, "the call still waits after its agent closed"
         if not waiting.exception():
             assert waiting.result().is_error
+        abandoned = await abandoned_notice(sidecar)
+        assert abandoned["reason"] == "cancelled"
