@@ -201,12 +201,20 @@ At most `lispm-approvals-withdrawn-shown' of them.")
 
 (defun lispm-approvals-asker (approval)
   "Return who asks APPROVAL, for the user: \"NAME (role ROLE)\".
-A helper is \"NAME (role ROLE, helper of CALLER)\"."
-  (let* ((agent (lispm-approval-agent approval))
-         (caller (lispm-actor-caller agent)))
+A helper is \"NAME (role ROLE, helper of CALLER)\", and a helper's
+helper names the whole chain: \"helper of CALLER of ITS-CALLER\"."
+  (let ((agent (lispm-approval-agent approval))
+        (chain nil))
+    (let ((caller (lispm-actor-caller agent)))
+      (while (and caller (not (memq caller chain)))
+        (push caller chain)
+        (setq caller (lispm-actor-caller caller))))
     (format "%s (role %s%s)" (lispm-actor-name agent)
             (or (lispm-approval-role approval) lispm-policy-default-role)
-            (if caller (format ", helper of %s" (lispm-actor-name caller)) ""))))
+            (if chain
+                (concat ", helper of "
+                        (mapconcat #'lispm-actor-name (nreverse chain) " of "))
+              ""))))
 
 (defun lispm-approvals-summary (approval)
   "Return a one-line description of APPROVAL's action, for the ledger."

@@ -272,7 +272,10 @@ Rules narrowed to paths apply to no such action.")
     (if grants
         (dolist (kind grants)
           (lispm-inspect-insert-item (list 'grant kind)
-                                      (format "- %s: allowed until it leaves" kind)))
+                                      (format "- %s: allowed until it leaves" kind)
+                                      (propertize (substitute-command-keys
+                                                   "  (\\<lispm-inspect-mode-map>\\[lispm-inspect-revoke] revokes it)")
+                                                  'face 'shadow)))
       (lispm-inspect-note "None: nothing allowed for its session."))
     (lispm-inspect-heading 2 'decisions "Decisions per kind")
     (lispm-inspect-note
@@ -655,6 +658,15 @@ Otherwise mark it stale: it is redrawn when shown again."
                lispm-inspect-mode)
   (lispm-approvals-deny (lispm-inspect--approval-here) reason))
 
+(defun lispm-inspect-revoke ()
+  "Take back the session grant at point: that kind asks again."
+  (interactive nil lispm-inspect-mode)
+  (let ((kind (cadr (lispm-inspect--item-or-error 'grant)))
+        (agent lispm-inspect--agent))
+    (lispm-policy-revoke agent kind)
+    (lispm-inspect-redraw)
+    (message "LispM: %s's grant of %s revoked; it asks again" (lispm-actor-name agent) kind)))
+
 (defun lispm-inspect-revert-turn ()
   "Take back what the turn at point changed (the turn of a call, on a call)."
   (interactive nil lispm-inspect-mode)
@@ -717,6 +729,7 @@ Only a plain message can be withdrawn; a request or a reply is waited on."
   "a" #'lispm-inspect-allow
   "d" #'lispm-inspect-deny
   "r" #'lispm-inspect-revert-turn
+  "k" #'lispm-inspect-revoke
   "w" #'lispm-inspect-withdraw
   "i" #'lispm-inspect
   "g" #'lispm-inspect-refresh
@@ -730,6 +743,7 @@ It follows the agent live.  On an item:
 \\[lispm-inspect-allow] allows the approval, \\[lispm-inspect-deny] denies it.
 \\[lispm-inspect-revert-turn] reverts the turn (an own agent's).
 \\[lispm-inspect-withdraw] withdraws a plain message still queued for it.
+\\[lispm-inspect-revoke] revokes the session grant at point.
 \\[lispm-inspect] inspects the agent of the link at point.
 \\[org-open-at-point] follows the link at point.
 \\[lispm-inspect-refresh] redraws and asks the ledger again; \\[quit-window] quits.

@@ -233,6 +233,20 @@ See [[https://example.com][the site]].\n" (expand-file-name "setup.org" folder))
       (should (eq (lispm-policy-decide codex 'default 'shell '(:command "ls")) 'ask))
       (should-not (string-search "asks for" (lispm-approvals-test--text))))))
 
+(ert-deftest lispm-approvals-test-a-helper-is-named-with-its-chain ()
+  (lispm-approvals-test--with-state
+    (let* ((top (lispm-test-add-actor :name "emacs" :folder folder))
+           (middle (lispm-test-add-actor :name "planner" :folder folder :role 'planner))
+           (bottom (lispm-test-add-actor :name "tester" :folder folder :role 'tester))
+           (rec (lispm-approvals-test--recorder)))
+      (setf (lispm-actor-caller middle) top
+            (lispm-actor-caller bottom) middle)
+      (let ((id (lispm-approvals-request bottom 'tester 'shell '(:command "ls") (car rec))))
+        (should (equal (lispm-approvals-asker (lispm-approvals-get id))
+                       "tester (role tester, helper of planner of emacs)"))
+        (should (string-search "tester (role tester, helper of planner of emacs) asks for shell"
+                               (lispm-approvals-test--text)))))))
+
 (ert-deftest lispm-approvals-test-allow-always-writes-a-narrow-rule ()
   (lispm-approvals-test--with-state
     (let* ((custom-file (make-temp-file "lispm-custom-" nil ".el"))

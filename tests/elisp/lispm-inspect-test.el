@@ -190,10 +190,16 @@ In BODY, `folder' is the project (a truename with a slash, holding a.txt)."
       ;; A session grant shows, and lifts edit's ask.
       (lispm-policy-grant agent 'edit)
       (lispm-inspect-test--redraw buffer)
-      (should (string-match-p "^- edit: allowed until it leaves$" (lispm-inspect-test--text buffer)))
+      (should (string-match-p "^- edit: allowed until it leaves  (k revokes it)$"
+                              (lispm-inspect-test--text buffer)))
       (should (string-match-p "^| edit +| ask +| granted +| allow +|$"
                               (lispm-inspect-test--text buffer)))
-      (lispm-policy-revoke agent)
+      ;; Revoked there, in place: edit asks again.
+      (lispm-inspect-test--goto buffer "- edit: allowed until it leaves")
+      (lispm-inspect-test--key buffer "k")
+      (should-not (lispm-policy-granted-p agent 'edit))
+      (should (string-match-p "^| edit +| ask +| +| ask +|$" (lispm-inspect-test--text buffer)))
+      (should (string-match-p "None: nothing allowed for its session" (lispm-inspect-test--text buffer)))
       ;; A message is queued: the sidecar's report of the queue redraws it,
       ;; and the ledger is asked again.
       (setq lispm-inspect-test--ledger
