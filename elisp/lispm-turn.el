@@ -942,7 +942,7 @@ stopped at its condition, with its restarts."
         (plist-put sent :arguments (lispm-turn-call-arguments call))))))
 
 (defun lispm-turn--withdraw-approvals (turn why)
-  "Withdraw the approvals awaited by the calls of TURN, telling them WHY.
+  "Withdraw, giving WHY, each approval that a call of TURN waits for.
 Return how many there were."
   (let ((count 0))
     (dolist (call (lispm-turn-calls turn))
