@@ -626,16 +626,18 @@ makes of that what is shown, as `lispm-approvals--fontify' does."
 
 (defun lispm-approvals--insert-part (approval part text &optional show prepare)
   "Insert TEXT, the PART of APPROVAL's target, in the section of APPROVAL.
-PART is a key of `lispm-approvals--parts'.  TEXT is made into what is
-shown by `lispm-approvals--make-part', with SHOW and PREPARE, once for
-each approval and part.  After a cut text, a button shows it whole.
+PART is a key of `lispm-approvals--parts'.  TEXT, or what it returns
+if it is a function, is made into what is shown by
+`lispm-approvals--make-part', with SHOW and PREPARE, once for each
+approval and part.  After a cut text, a button shows it whole.
 Return where TEXT as shown ends."
   (pcase-let* ((start (point))
                (block-end nil)
                (`(,shown . ,cut)
                 (or (alist-get part (gethash approval lispm-approvals--made))
                     (setf (alist-get part (gethash approval lispm-approvals--made))
-                          (lispm-approvals--make-part text show prepare)))))
+                          (lispm-approvals--make-part (if (functionp text) (funcall text) text)
+                                                      show prepare)))))
     (lispm-approvals--insert-block shown)
     (setq block-end (point))
     (when cut
@@ -706,7 +708,7 @@ Return where TEXT as shown ends."
         (let* ((review (lispm-approval-review approval))
                (from (point))
                (to (lispm-approvals--insert-part
-                    approval :diff (if review (lispm-review-diff review) diff)
+                    approval :diff (if review (lambda () (lispm-review-diff review)) diff)
                     (lambda (shown) (lispm-approvals--fontify shown #'diff-mode)))))
           (when review
             (lispm-approvals--mark-hunks review from to)))

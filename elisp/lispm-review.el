@@ -66,10 +66,12 @@ proposal's, or the user's once edited.")
 
 (defun lispm-review--split (diff)
   "Return (HEADER . TEXTS): DIFF's lines before its first hunk, and each hunk's."
-  (let ((starts nil) (pos 0))
-    (while (string-match "^@@ " diff pos)
-      (push (match-beginning 0) starts)
-      (setq pos (match-end 0)))
+  ;; `string-search', not a regexp: a diff may hold a line of megabytes.
+  (let ((starts (and (string-prefix-p "@@ " diff) (list 0)))
+        (pos 0))
+    (while (setq pos (string-search "\n@@ " diff pos))
+      (setq pos (1+ pos))
+      (push pos starts))
     (setq starts (nreverse starts))
     (cons (substring diff 0 (or (car starts) (length diff)))
           (cl-loop for (start next) on starts
