@@ -8,8 +8,10 @@
 ;; approval shows in Emacs with the diff and the test answers it with the
 ;; approvals buffer's keys, once allowing and once denying with a reason.
 ;; Real Claude Code asks to run a shell command and is denied; nothing
-;; runs.  A project's skill loads only once the project is trusted, and
-;; asks again when its code changes.
+;; runs.  Real Claude Code's edit of two hunks is decided hunk by hunk:
+;; only the accepted one is written, and Claude's model is told which
+;; was not.  A project's skill loads only once the project is trusted,
+;; and asks again when its code changes.
 
 ;;; Code:
 
@@ -101,6 +103,43 @@
                        60 "Claude's denied call_tool result")))
           (should (string-search "no shell today" result)))
         (should-not (file-exists-p (expand-file-name "ran-flag.txt" project))))
+    (lispm-e2e-cleanup)))
+
+(ert-deftest lispm-e2e-tools-claude-edit-reviewed-hunk-by-hunk ()
+  "Claude writes two changes through call_tool; the user takes one hunk, rejects the other."
+  (lispm-e2e-begin)
+  (unwind-protect
+      (let* ((project (lispm-e2e-project "project"))
+             (file (expand-file-name "notes.el" project))
+             (original (with-temp-buffer (insert-file-contents file) (buffer-string)))
+             (claude (lispm-agent-start 'claude project)))
+        (lispm-e2e-wait-ready claude)
+        (lispm-e2e-submit claude "Make both changes to notes.el.")
+        (let ((approvals (lispm-e2e-tools--approval)))
+          (with-current-buffer approvals
+            (goto-char (point-min))
+            (let ((first (text-property-any (point-min) (point-max) 'lispm-approvals-hunk 1)))
+              (should first)
+              (goto-char first)
+              (should (looking-at "@@ -1,"))
+              (lispm-e2e-tools--press approvals "k"))
+            (goto-char (text-property-any (point-min) (point-max) 'lispm-approvals-hunk 2))
+            ;; The last hunk decided answers the approval.
+            (lispm-e2e-tools--press approvals "s")))
+        (let ((result (lispm-e2e-wait
+                       (lambda () (car (lispm-e2e-tool-results "anthropic" "Make both" "call_tool")))
+                       60 "Claude's reviewed call_tool result")))
+          (should (string-search "hunk 2 of 2 applied, 1 rejected" result))
+          (should (string-search "Hunk 1 (at line 1) was NOT applied" result)))
+        (let ((text (with-temp-buffer (insert-file-contents file) (buffer-string))))
+          (should (string-search "A tiny note-file parser" text))
+          (should (string-search "(when colon" text))
+          (should-not (equal text original)))
+        (when-let* ((buffer (find-buffer-visiting file)))
+          (with-current-buffer buffer
+            (erase-buffer)
+            (insert original)
+            (save-buffer))))
     (lispm-e2e-cleanup)))
 
 (ert-deftest lispm-e2e-tools-skill-needs-trust ()

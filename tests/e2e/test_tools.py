@@ -15,6 +15,12 @@ OLD = """    (cons (string-trim (substring line 0 colon))
 NEW = """    (when colon
       (cons (string-trim (substring line 0 colon))
             (string-trim (substring line (1+ colon)))))))"""
+NOTES = (ROOT / "tests" / "fixtures" / "demo-project" / "notes.el").read_text()
+#: Two changes far apart: two hunks, of which the user takes the second only.
+TWO_HUNKS = NOTES.replace("A tiny note-file parser", "A small note-file parser").replace(
+    OLD, NEW)
+WRITE_TWO = {"tool": "lispm.call_tool",
+             "args": {"name": "write_file", "args": {"path": "notes.el", "content": TWO_HUNKS}}}
 EDIT = {"tool": "lispm.call_tool",
         "args": {"name": "edit_file", "args": {"path": "notes.el", "old": OLD, "new": NEW}}}
 
@@ -30,6 +36,7 @@ def script() -> list[dict[str, Any]]:
             {"tool": "lispm.call_tool",
              "args": {"name": "run_shell", "args": {"command": "touch ran-flag.txt"}}},
             {"say": "{last_tool_result}"}]},
+        {"match": "Make both changes", "steps": [WRITE_TWO, {"say": "{last_tool_result}"}]},
         {"match": "Learn the greet skill", "steps": [
             {"tool": "lispm.skill", "args": {"name": "greet"}}, greet,
             {"say": "{last_tool_result}"}]},
@@ -46,6 +53,6 @@ def test_agents_call_lispm_tools_under_policy(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "tests" / "fixtures" / "skill-project", skills)
     make_project(skills)
     run = run_ert_e2e(tmp_path, "lispm-e2e-tools.el", script(), [project, skills])
-    assert_ert_passed(run, expected_tests=3)
+    assert_ert_passed(run, expected_tests=4)
     assert not (project / "ran-flag.txt").exists()
     assert "(when colon" not in (project / "notes.el").read_text()
