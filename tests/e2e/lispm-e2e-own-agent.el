@@ -142,6 +142,50 @@ is a conflict, and nothing changes."
       (with-current-buffer (lispm-own-agent-buffer agent)
         (should (string-search "CANCELLED" (buffer-string)))))))
 
+;;; 4b: an edit decided hunk by hunk; an approval its turn left is withdrawn
+
+(ert-deftest lispm-e2e-own-edit-reviewed-hunk-by-hunk ()
+  "The agent rewrites notes.el in two places; the user rejects the first hunk.
+Only the second is written, and the model's next request says so."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
+    (let ((notes (lispm-e2e-own-file "project" "notes.el")))
+      (lispm-own-agent-send agent "Rewrite notes.el in two places")
+      (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "the approval of the rewrite")
+      (lispm-approvals-show)
+      (with-current-buffer lispm-approvals-buffer-name
+        (goto-char (text-property-any (point-min) (point-max) 'lispm-approvals-hunk 1))
+        (call-interactively (keymap-lookup lispm-approvals-mode-map "k"))
+        (goto-char (text-property-any (point-min) (point-max) 'lispm-approvals-hunk 2))
+        (call-interactively (keymap-lookup lispm-approvals-mode-map "s")))
+      (let ((turn (lispm-e2e-own-settle agent)))
+        (should (eq (lispm-turn-state turn) 'done)))
+      (let ((text (with-temp-buffer (insert-file-contents notes) (buffer-string))))
+        (should (string-search "A tiny note-file parser" text))
+        (should (string-search ";; HUNK-TWO" text)))
+      (let ((result (car (lispm-e2e-tool-results "anthropic" "Rewrite notes.el" "write_file"))))
+        (should (string-search "hunk 2 of 2 applied, 1 rejected" result))
+        (should (string-search "Hunk 1 (at line 1) was NOT applied" result))))))
+
+(ert-deftest lispm-e2e-own-interrupt-withdraws-the-approval ()
+  "Interrupted while its edit waits for approval: the approval is withdrawn, nothing runs."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-asking)
+    (let ((todo (lispm-e2e-own-file "project" "todo.txt")))
+      (lispm-own-agent-send agent "Edit todo.txt while I wait")
+      (lispm-e2e-wait (lambda () (> (lispm-approvals-count) 0)) 30 "the approval of the edit")
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (call-interactively (keymap-lookup lispm-own-agent-mode-map "C-c C-k")))
+      (should (zerop (lispm-approvals-count)))
+      (let ((turn (lispm-e2e-own-settle agent)))
+        (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted))
+        (lispm-turn-restart turn 'abort))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-search "CANCELLED" (buffer-string)))
+        (should (string-search "the turn was interrupted" (buffer-string))))
+      (with-current-buffer lispm-approvals-buffer-name
+        (should (string-search "withdrawn: " (buffer-string))))
+      (should-not (string-search "NEVER" (with-temp-buffer (insert-file-contents todo)
+                                                           (buffer-string)))))))
+
 ;;; 5: failures stop at a condition
 
 (ert-deftest lispm-e2e-own-overloaded-then-other-model ()

@@ -30,6 +30,12 @@ Call the =e2e_greet= tool with the person's name.
 """
 
 
+NOTES = (ROOT / "tests" / "fixtures" / "demo-project" / "notes.el").read_text()
+#: notes.el changed in two places far apart: two hunks.
+TWO_HUNKS = NOTES.replace("A tiny note-file parser", "A small note-file parser").replace(
+    '(provide \'notes)', ';; HUNK-TWO\n(provide \'notes)')
+
+
 # The port of tests/fixtures/web-server.py in lispm-e2e-own-fetches-a-page:
 # the run has a network namespace of its own, so no other server has it.
 WEB_PORT = 18734
@@ -58,6 +64,12 @@ def script() -> list[dict[str, Any]]:
             edit("notes.el", ";;; Code:\n", ";;; Code:\n;; AGENT-NOTE\n"),
             {"tool": "write_file", "args": {"path": "new-file.txt", "content": "made\n"}},
             {"say": "Changed two files and made one."}]},
+        {"match": "Rewrite notes.el in two places", "steps": [
+            {"tool": "write_file", "args": {"path": "notes.el", "content": TWO_HUNKS}},
+            {"say": "Rewritten: {last_tool_result}"}]},
+        {"match": "Edit todo.txt while I wait", "steps": [
+            edit("todo.txt", "one\n", "one NEVER\n"),
+            {"say": "Done: {last_tool_result}"}]},
         {"match": "Edit todo.txt if allowed", "steps": [
             edit("todo.txt", "two\n", "two DENIED\n"),
             {"say": "Understood: {last_tool_result}"}]},
@@ -123,7 +135,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     make_project(project, {"todo.txt": TODO})
     commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
-    assert_ert_passed(run, expected_tests=19)
+    assert_ert_passed(run, expected_tests=21)
     # The project's own git saw no commit and no ref from LispM.
     log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
                          capture_output=True, text=True, check=True).stdout
