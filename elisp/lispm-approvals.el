@@ -131,7 +131,9 @@ called after the approval's own callback.")
   (time nil :documentation "When it was asked, a float time.")
   (registered nil :documentation "Non-nil if the agent was in the registry then.")
   (review nil :documentation "For an edit of one file, its `lispm-review':
-the user decides it hunk by hunk."))
+the user decides it hunk by hunk.")
+  (widened nil :documentation "For a shell command, what the user allowed
+beyond its sandbox: nil, `network' or `off'."))
 
 (defvar lispm-approvals--pending nil
   "The pending approvals, oldest first.")
@@ -544,6 +546,8 @@ proposal, every hunk of it accepted, and the approval waits for
   "u" #'lispm-approvals-undecide-hunk
   "e" #'lispm-approvals-edit-hunk
   "E" #'lispm-approvals-ediff
+  "N" #'lispm-approvals-allow-network
+  "U" #'lispm-approvals-allow-unconfined
   "n" #'lispm-approvals-next
   "p" #'lispm-approvals-previous
   "RET" #'lispm-approvals-visit
@@ -560,6 +564,9 @@ Each section is one approval, oldest first.  On a section:
 \\[lispm-approvals-allow-session] allows it, and this kind for this agent until it closes.
 \\[lispm-approvals-allow-always] allows it, and its like from now on, by a rule in your policy.
 \\[lispm-approvals-deny] denies it, with a reason the agent reads.
+A shell command runs in the sandbox (`lispm-sandbox-shell-mode'), as
+its section says: \\[lispm-approvals-allow-network] allows it once with the network,
+\\[lispm-approvals-allow-unconfined] once outside the sandbox.
 \\[lispm-approvals-visit] visits the file under point, else the agent's terminal.
 \\[lispm-approvals-view-whole] shows the whole diff or text, where the section shows it cut.
 \\[lispm-approvals-next] and \\[lispm-approvals-previous] move between approvals.
@@ -725,6 +732,15 @@ Return where TEXT as shown ends."
                                      'face 'link
                                      'help-echo "RET: visit this folder")
                 "\n")
+        (when-let* ((sandbox (plist-get target :sandbox)))
+          (insert "  Runs: "
+                  (propertize sandbox 'face (if (string-prefix-p "UNCONFINED" sandbox)
+                                                'font-lock-warning-face
+                                              'shadow))
+                  (substitute-command-keys
+                   (propertize "  (\\<lispm-approvals-mode-map>\\[lispm-approvals-allow-network] \
+with the network, \\[lispm-approvals-allow-unconfined] unconfined)" 'face 'shadow))
+                  "\n"))
         (lispm-approvals--insert-part
          approval :command command
          (lambda (shown) (concat (propertize "$ " 'face 'shadow)
@@ -957,11 +973,13 @@ nil if APPROVAL no longer waits."
       t)))
 
 (defun lispm-approvals--allowed (approval answer)
-  "Return ANSWER, allowing APPROVAL, with `:review' if its hunks changed."
-  (let ((review (lispm-approval-review approval)))
-    (if (and review (lispm-review-changed-p review))
-        (append answer (list :review review))
-      answer)))
+  "Return ANSWER, allowing APPROVAL, with `:review' if its hunks changed.
+And with `:sandbox' if the user widened a shell command's sandbox."
+  (let ((review (lispm-approval-review approval))
+        (widened (lispm-approval-widened approval)))
+    (append answer
+            (and review (lispm-review-changed-p review) (list :review review))
+            (and widened (list :sandbox widened)))))
 
 (defun lispm-approvals--tell (hook approval &rest args)
   "Run HOOK's functions with APPROVAL and ARGS; report their errors."
@@ -1053,6 +1071,35 @@ or its id."
     (lispm-approvals--allow-as approval 'allow-session)
     (message "LispM: allowed %s for %s until it closes" (lispm-approval-kind approval)
              (lispm-actor-name (lispm-approval-agent approval)))))
+
+(defun lispm-approvals--widen (approval widened)
+  "Allow APPROVAL, a shell command, this once, and WIDENED beyond its sandbox.
+WIDENED is `network' or `off' (no sandbox); the ledger says so."
+  (let ((approval (lispm-approvals--pending-or-error approval)))
+    (unless (eq (lispm-approval-kind approval) 'shell)
+      (user-error "Only a shell command runs in the sandbox"))
+    (setf (lispm-approval-widened approval) widened)
+    (lispm-approvals--resolve approval 'allow
+                              (if (eq widened 'off) "allowed to run outside the sandbox"
+                                "allowed the network"))
+    (message "LispM: allowed %s's command, %s" (lispm-actor-name (lispm-approval-agent approval))
+             (if (eq widened 'off) "outside the sandbox" "with the network"))))
+
+(defun lispm-approvals-allow-network (&optional approval)
+  "Allow APPROVAL, the shell command at point, this once, with the network.
+It runs in its sandbox otherwise (see `lispm-sandbox-shell-mode')."
+  (interactive)
+  (lispm-approvals--widen approval 'network))
+
+(defun lispm-approvals-allow-unconfined (&optional approval)
+  "Allow APPROVAL, the shell command at point, this once, outside the sandbox.
+It runs as your own shell would run it: everything you may touch, it may."
+  (interactive)
+  (let ((approval (lispm-approvals--pending-or-error approval)))
+    (when (and (called-interactively-p 'any)
+               (not (yes-or-no-p "Run this command outside the sandbox, as your own shell? ")))
+      (user-error "Not allowed"))
+    (lispm-approvals--widen approval 'off)))
 
 (defun lispm-approvals-always-rule (approval)
   "Return the policy rule allowing APPROVAL's action from now on.

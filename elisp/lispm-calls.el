@@ -142,13 +142,16 @@ CHANGES, if any, are what it changed before it failed."
               (and (plist-get result :changes)
                    (list :changes (plist-get result :changes)))))))
 
-(defun lispm-calls--run (tool actor args callback caller &optional review)
+(defun lispm-calls--run (tool actor args callback caller &optional answer)
   "Run TOOL for ACTOR with ARGS; give CALLBACK its outcome.
-CALLER is the plist `lispm-calls-caller' holds while the body runs;
-REVIEW, `lispm-review-accepted', the hunks of an edit the user let
-through, if the user reviewed it hunk by hunk."
+CALLER is the plist `lispm-calls-caller' holds while the body runs.
+ANSWER is the user's, if asked: its `:review', the hunks of an edit
+the user let through (`lispm-review-accepted'), and its `:sandbox',
+what a shell command may do beyond its sandbox
+\(`lispm-sandbox-widened'), hold while the body runs."
   (let ((lispm-calls-caller caller)
-        (lispm-review-accepted review))
+        (lispm-review-accepted (plist-get answer :review))
+        (lispm-sandbox-widened (plist-get answer :sandbox)))
     (lispm-tools-run tool actor args
                      (lambda (result) (funcall callback (lispm-calls--outcome result))))))
 
@@ -157,7 +160,7 @@ through, if the user reviewed it hunk by hunk."
 ANSWER is what `lispm-approvals-authorize' gives; CALLBACK gets the
 call's outcome; CALLER is the caller's plist of `lispm-calls-caller'."
   (pcase (plist-get answer :decision)
-    ('allow (lispm-calls--run tool actor args callback caller (plist-get answer :review)))
+    ('allow (lispm-calls--run tool actor args callback caller answer))
     (decision
      ;; A refusal from a caller up a helper's chain names that caller's
      ;; role, and why; the policy of the actor's own role needs no more.

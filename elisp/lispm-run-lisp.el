@@ -91,6 +91,7 @@
 (require 'lispm-calls)
 (require 'lispm-lisp)
 (require 'lispm-lisp-child)
+(require 'lispm-sandbox)
 
 ;;; Options and conditions
 
@@ -522,21 +523,12 @@ its caller gets the result before this returns."
 
 ;;; The sandbox
 
-(defvar lispm-run-lisp--unconfined-told nil
-  "Non-nil once the user was told that programs run without bubblewrap.")
-
 (defun lispm-run-lisp--bwrap ()
   "Return bubblewrap's program if programs run inside it, else nil.
 Without it, though `lispm-run-lisp-sandbox' asks for it, say so once."
   (when (eq lispm-run-lisp-sandbox 'bubblewrap)
-    (or (executable-find "bwrap")
-        (progn
-          (unless lispm-run-lisp--unconfined-told
-            (setq lispm-run-lisp--unconfined-told t)
-            (display-warning
-             'lispm "bubblewrap (bwrap) is not installed: run_lisp programs run \
-unconfined, with an empty environment and their limits only" :warning))
-          nil))))
+    (lispm-sandbox-bwrap
+     "run_lisp programs, with an empty environment and their limits only,")))
 
 (defun lispm-run-lisp--emacs ()
   "Return the absolute file name of this Emacs's program, links resolved."
@@ -548,22 +540,13 @@ The system's folders read-only (a link stays a link), and those that
 hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
 /tmp, the working folder; no network, no other namespace shared."
   ;; The private /tmp first: a folder under /tmp bound later shows on it.
-  (let ((arguments (list "--unshare-all" "--die-with-parent" "--new-session"
-                         "--cap-drop" "ALL" "--clearenv"
-                         "--size" (number-to-string lispm-run-lisp--file-limit) "--tmpfs" "/tmp"))
-        (bound nil))
-    (dolist (folder '("/usr" "/bin" "/sbin" "/lib" "/lib32" "/lib64" "/libx32"))
-      (cond ((file-symlink-p folder)
-             (setq arguments (append arguments (list "--symlink" (file-symlink-p folder) folder))))
-            ((file-directory-p folder)
-             (push (file-name-as-directory folder) bound)
-             (setq arguments (append arguments (list "--ro-bind" folder folder))))))
-    (dolist (folder (list (file-name-directory emacs) data-directory exec-directory
-                          (file-name-directory (locate-library "subr")) lispm-directory))
-      (let ((folder (file-name-as-directory (file-truename folder))))
-        (unless (cl-some (lambda (outer) (string-prefix-p outer folder)) bound)
-          (push folder bound)
-          (setq arguments (append arguments (list "--ro-bind" folder folder))))))
+  (let ((arguments (append
+                    (list "--unshare-all" "--die-with-parent" "--new-session"
+                          "--cap-drop" "ALL" "--clearenv"
+                          "--size" (number-to-string lispm-run-lisp--file-limit) "--tmpfs" "/tmp")
+                    (lispm-sandbox-system-arguments
+                     (list (file-name-directory emacs) data-directory exec-directory
+                           (file-name-directory (locate-library "subr")) lispm-directory)))))
     (append arguments
             (list "--dev" "/dev" "--proc" "/proc" "--chdir" "/tmp")
             (cl-loop for (name . value) in (lispm-run-lisp--environment "/tmp")
@@ -592,7 +575,10 @@ hold EMACS, its Lisp and LispM's, if they are elsewhere; a private
                     "sh"))
             ;; The user's Emacs comes first when both want the CPU.
             (and nice (list nice "-n" "10"))
-            (and bwrap (cons bwrap (lispm-run-lisp--bwrap-arguments emacs)))
+            ;; bwrap starts with no environment: its process in the
+            ;; sandbox would show Emacs's in /proc/1/environ.
+            (and bwrap (append (list (or (executable-find "env") "/usr/bin/env") "-i" bwrap)
+                               (lispm-run-lisp--bwrap-arguments emacs)))
             (list emacs "--batch" "-Q" "-L" (directory-file-name lispm-directory)
                   "-l" (expand-file-name "lispm-lisp-child" lispm-directory)
                   "-f" "lispm-lisp-child-main"))))

@@ -79,6 +79,7 @@
 (require 'lispm-policy)
 (require 'lispm-edit)
 (require 'lispm-review)
+(require 'lispm-sandbox)
 (require 'lispm-secrets)
 
 (declare-function lispm-skills-search "lispm-skills" (query &optional folder))
@@ -1269,21 +1270,41 @@ buffer in Emacs as one undo step, and the buffer is saved."
 
 ;;; Shell and Lisp
 
+(defun lispm-tools--shell-network-p (agent)
+  "Return non-nil if AGENT's shell commands may reach the network.
+That is, if the user allowed this command the network at its
+approval, or AGENT's role (or a session grant) allows `network' outright."
+  (or (memq lispm-sandbox-widened '(network off))
+      (eq (lispm-policy-decide agent (lispm-actor-effective-role agent) 'network nil) 'allow)))
+
+(defun lispm-tools--shell-mode ()
+  "Return the sandbox mode of the shell command about to run."
+  (if (eq lispm-sandbox-widened 'off) 'off lispm-sandbox-shell-mode))
+
 (lispm-define-tool run-shell (agent (command string "Shell command line to run."))
   "Run a shell command in the folder and return its output.
 Standard output and error come together, up to
 `lispm-tools-shell-output-limit' characters; the command gets no
 input, and is killed after `lispm-tools-shell-timeout' seconds.
 Emacs never waits for it.  The files of the folder it created,
-changed or deleted are reported (see `lispm-edit-snapshot')."
+changed or deleted are reported (see `lispm-edit-snapshot').  It runs
+in bubblewrap's sandbox, as `lispm-sandbox-shell-mode' says: the
+folder writable, the rest of the system read-only, no secrets of
+$HOME, no network unless allowed."
   :kind 'shell
-  :target (list :command command :directory (lispm-tools--folder agent))
+  :target (list :command command :directory (lispm-tools--folder agent)
+                :sandbox (lispm-sandbox-describe lispm-sandbox-shell-mode
+                                                 (lispm-tools--shell-network-p agent)))
   (let* ((folder (lispm-tools--folder agent))
-         (snapshot (lispm-edit-snapshot folder)))
+         (snapshot (lispm-edit-snapshot folder))
+         (mode (lispm-tools--shell-mode))
+         (network (lispm-tools--shell-network-p agent)))
     (lispm-tools-defer
      (lambda (done)
        (lispm-tools--spawn
-        (list shell-file-name shell-command-switch command) folder done
+        (lispm-sandbox-command mode folder (list shell-file-name shell-command-switch command)
+                               :network network)
+        folder done
         :limit lispm-tools-shell-output-limit
         :timeout lispm-tools-shell-timeout
         :finish
@@ -1297,8 +1318,9 @@ changed or deleted are reported (see `lispm-edit-snapshot')."
 killed.  Its output:\n%s" lispm-tools-shell-timeout text)))
                    ((zerop status) (list :ok t :text text :exit 0))
                    (t (list :ok t :exit status
-                            :text (format "%s\n[exit status %d]"
-                                          (string-trim-right text) status))))
+                            :text (concat (format "%s\n[exit status %d]"
+                                                  (string-trim-right text) status)
+                                          (lispm-sandbox-note mode folder network)))))
              (lispm-edit-snapshot-changes snapshot)))))))))
 
 (defun lispm-tools--read-one (string)

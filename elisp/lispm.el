@@ -65,6 +65,7 @@
 ;;   lispm-roles.el     roles as Org files (prompt, tools, policy); the stricter-of rule
 ;;   lispm-project-rules.el  a project's AGENTS.md and CLAUDE.md, for the own agent
 ;;   lispm-secrets.el   what no tool shows an agent: keys, passwords, tokens
+;;   lispm-sandbox.el   bubblewrap's command lines: run_shell and run_lisp confined
 ;;   lispm-tools.el     LispM's tool registry and its base tools
 ;;   lispm-trust.el     what of a project the user trusts to run, by content hash
 ;;   lispm-skills.el    org-file skills, their code run once trusted

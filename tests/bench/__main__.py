@@ -33,6 +33,7 @@ from . import (
     bench_mcp,
     bench_room,
     bench_run_lisp,
+    bench_sandbox,
     bench_tty,
     bench_watchers,
     delivery,
@@ -68,6 +69,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "room": bench_room.room,
     "mcp_request_bytes": bench_mcp.request_bytes,
     "mcp_call": bench_mcp.call_overhead,
+    "run_shell_sandbox": bench_sandbox.overhead,
 }
 
 RESULTS = BENCH_DIR / "results.json"

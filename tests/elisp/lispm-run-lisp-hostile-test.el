@@ -234,7 +234,7 @@ and the secret in no result."
 (ert-deftest lispm-hostile-without-bubblewrap ()
   "Without bwrap, LispM says so once; the environment is still empty, the limits hold."
   (lispm-hostile-test--with (actor _folder)
-    (let ((lispm-run-lisp--unconfined-told nil)
+    (let ((lispm-sandbox--unconfined-told nil)
           (exec-path nil)
           (warnings nil)
           (lispm-run-lisp-time-limit 2))

@@ -543,12 +543,19 @@ to read on]"))))
   (lispm-tools-test--in-folder
     (should (equal (lispm-tool-target "run_shell" agent '(:command "ls"))
                    (list :kind 'shell :tool "run_shell" :files nil
-                         :command "ls" :directory folder)))
+                         :command "ls" :directory folder
+                         :sandbox "in the sandbox: the folder writable (.git read-only), \
+no network")))
     (let ((result (lispm-tools-test--run "run_shell" agent
                                          '(:command "pwd; echo out; echo err >&2"))))
       (should (equal result (list :ok t :text (format "%s\nout\nerr\n" (directory-file-name folder))
                                   :exit 0))))
     (let ((result (lispm-tools-test--run "run_shell" agent '(:command "echo bad; exit 3"))))
+      (should (equal (plist-get result :exit) 3))
+      (should (string-prefix-p "bad\n[exit status 3]\n[It ran in LispM's sandbox: only "
+                               (plist-get result :text))))
+    (let* ((lispm-sandbox-shell-mode 'off)
+           (result (lispm-tools-test--run "run_shell" agent '(:command "echo bad; exit 3"))))
       (should (equal result '(:ok t :exit 3 :text "bad\n[exit status 3]"))))
     ;; Reading input gets end of file at once.
     (should (equal (plist-get (lispm-tools-test--run "run_shell" agent '(:command "cat")) :text)
@@ -563,8 +570,11 @@ to read on]"))))
                                     "\n[output truncated]")))))))
 
 (ert-deftest lispm-tools-test-run-shell-timeout-kills ()
+  ;; Unconfined, the command's process group is killed.  (In the
+  ;; sandbox, its own PID namespace: lispm-sandbox-test.el.)
   (lispm-tools-test--in-folder
     (let* ((lispm-tools-shell-timeout 1)
+           (lispm-sandbox-shell-mode 'off)
            (start (float-time))
            (result (lispm-tools-test--run
                     "run_shell" agent '(:command "echo started; sleep 30 & echo $! > pid; wait")))
