@@ -142,6 +142,33 @@
             (save-buffer))))
     (lispm-e2e-cleanup)))
 
+(ert-deftest lispm-e2e-tools-claude-shell-in-the-sandbox ()
+  "Claude's allowed shell command runs in bubblewrap: its folder only, no Emacs to read."
+  (lispm-e2e-begin)
+  (unwind-protect
+      (let* ((project (lispm-e2e-project "project"))
+             (claude (lispm-agent-start 'claude project)))
+        (lispm-e2e-wait-ready claude)
+        ;; A secret of Emacs's environment, for the command to look for.
+        (setenv "E2E_SECRET_TOKEN" "tok-e2e-0123456789")
+        (lispm-e2e-submit claude "Try to escape the sandbox.")
+        (let ((approvals (lispm-e2e-tools--approval)))
+          (with-current-buffer approvals
+            (should (string-search "Runs: in the sandbox: the folder writable" (buffer-string))))
+          (lispm-e2e-tools--press approvals "a"))
+        (let ((result (lispm-e2e-wait
+                       (lambda () (car (lispm-e2e-tool-results "anthropic" "Try to escape" "call_tool")))
+                       60 "Claude's sandboxed call_tool result")))
+          (should (string-search "Read-only file system" result))
+          (should (string-search "[exit status 3]" result))
+          (should (string-search "It ran in LispM's sandbox" result))
+          ;; The secret is neither in its environment nor in bwrap's.
+          (should (string-match-p "^0\n0\n" result)))
+        (should (file-exists-p (expand-file-name "inside-ran.txt" project)))
+        (delete-file (expand-file-name "inside-ran.txt" project))
+        (should-not (file-exists-p "/usr/local/escaped.txt")))
+    (lispm-e2e-cleanup)))
+
 (ert-deftest lispm-e2e-tools-skill-needs-trust ()
   "A project's skill code runs only once the project is trusted, and again only if unchanged."
   (lispm-e2e-begin)

@@ -37,6 +37,12 @@ def script() -> list[dict[str, Any]]:
              "args": {"name": "run_shell", "args": {"command": "touch ran-flag.txt"}}},
             {"say": "{last_tool_result}"}]},
         {"match": "Make both changes", "steps": [WRITE_TWO, {"say": "{last_tool_result}"}]},
+        {"match": "Try to escape", "steps": [
+            {"tool": "lispm.call_tool", "args": {"name": "run_shell", "args": {
+                "command": "touch inside-ran.txt; touch /usr/local/escaped.txt; "
+                           "env | grep -c E2E_SECRET_TOKEN; "
+                           "tr '\\0' '\\n' < /proc/1/environ | grep -c E2E_SECRET_TOKEN; exit 3"}}},
+            {"say": "{last_tool_result}"}]},
         {"match": "Learn the greet skill", "steps": [
             {"tool": "lispm.skill", "args": {"name": "greet"}}, greet,
             {"say": "{last_tool_result}"}]},
@@ -53,6 +59,7 @@ def test_agents_call_lispm_tools_under_policy(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "tests" / "fixtures" / "skill-project", skills)
     make_project(skills)
     run = run_ert_e2e(tmp_path, "lispm-e2e-tools.el", script(), [project, skills])
-    assert_ert_passed(run, expected_tests=4)
+    assert_ert_passed(run, expected_tests=5)
+    assert not Path("/usr/local/escaped.txt").exists()
     assert not (project / "ran-flag.txt").exists()
     assert "(when colon" not in (project / "notes.el").read_text()
