@@ -108,7 +108,7 @@ they are kept word for word."
   (awaited nil :documentation "Alist of the ids of the requests its calls waited on in an
 earlier Emacs, still open, to the agent each was asked of.")
   (compacting nil :documentation "While the older turns are summarised: the
-compaction's turn (`lispm-own-agent--compact'), or t as it starts."))
+compaction's turn (`lispm-own-agent-summarize'), or t as it starts."))
 
 (defvar-local lispm-own-agent--session-of nil
   "The own agent whose session this buffer is.")
@@ -124,7 +124,7 @@ compaction's turn (`lispm-own-agent--compact'), or t as it starts."))
     (setq lispm-own-agent--session-of nil)
     (lispm-own-agent-mode -1)))
 
-(defun lispm-own-agent--current ()
+(defun lispm-own-agent-current ()
   "Return the own agent of the current buffer, or signal a `user-error'."
   (or (lispm-own-agent-of-session)
       (user-error "This is not the buffer of LispM's own agent")))
@@ -316,7 +316,7 @@ AGENT's activity is the turn's from then on."
   "Start a turn of AGENT with TEXT, the user's words or a message."
   (if (lispm-own-agent--needs-compaction-p agent)
       (progn (push text (lispm-own-agent-pending agent))
-             (lispm-own-agent--compact agent))
+             (lispm-own-agent-summarize agent))
     (let* ((buffer (lispm-own-agent-buffer agent))
            (number (lispm-session-begin-turn buffer text)))
       (lispm-own-agent--adopt
@@ -652,7 +652,7 @@ On a call that waits for approval, allow it; with a prefix argument
 DENY, deny it with a reason.  Elsewhere in the buffer, do what
 \\[org-ctrl-c-ctrl-c] does."
   (interactive "P")
-  (let* ((agent (lispm-own-agent--current))
+  (let* ((agent (lispm-own-agent-current))
          (approval (lispm-own-agent--approval-at-point agent)))
     (cond
      (approval (lispm-approvals-decide approval deny))
@@ -668,7 +668,7 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
 (defun lispm-own-agent-interrupt ()
   "Interrupt the agent's turn: it stops at a condition with restarts."
   (interactive)
-  (let* ((agent (lispm-own-agent--current))
+  (let* ((agent (lispm-own-agent-current))
          (turn (lispm-own-agent-turn agent)))
     (unless (and turn (lispm-turn-live-p turn))
       (user-error "%s is not in a turn" (lispm-actor-name agent)))
@@ -679,7 +679,7 @@ DENY, deny it with a reason.  Elsewhere in the buffer, do what
           (message "LispM: %s stops after what runs now" (lispm-actor-name agent))
         (message "LispM: %s's program is stopped" (lispm-actor-name agent))))))
 
-(defun lispm-own-agent--turn-at-point ()
+(defun lispm-own-agent-turn-at-point ()
   "Return the number of the turn whose heading point is in, or nil."
   (let ((value (org-entry-get nil "LISPM_TURN" t)))
     (and value (string-to-number value))))
@@ -691,14 +691,20 @@ Interactively, the turn point is in, or the last one.  The user's own
 edits since, elsewhere in those files, stay; if the user changed text
 the turn wrote, list the conflicts and change nothing."
   (interactive
-   (let ((agent (lispm-own-agent--current)))
-     (list agent (or (lispm-own-agent--turn-at-point)
+   (let ((agent (lispm-own-agent-current)))
+     (list agent (or (lispm-own-agent-turn-at-point)
                      (car (car (lispm-own-agent-turns agent)))
                      (user-error "No turn to revert")))))
-  (let* ((turn (cdr (assq number (lispm-own-agent-turns agent))))
-         ;; A turn of an earlier Emacs: what the session recorded of it.
-         (recorded (unless turn
-                     (lispm-session-turn-changes (lispm-own-agent-buffer agent) number))))
+  (let* ((buffer (lispm-own-agent-buffer agent))
+         (turn (cdr (assq number (lispm-own-agent-turns agent))))
+         (turn (and turn (lispm-turn-changes turn) turn))
+         ;; A turn of an earlier Emacs, or reverted and reapplied since:
+         ;; what the session recorded of it.
+         (recorded (unless turn (lispm-session-turn-changes buffer number))))
+    (when (plist-get (cl-find number (lispm-session-turns buffer)
+                              :key (lambda (item) (plist-get item :turn)))
+                     :reverted)
+      (user-error "Turn %s is reverted already (M-x lispm-rewind-undo reapplies it)" number))
     (unless (or turn recorded)
       (user-error "Turn %s ran in an earlier Emacs, and its session records no change of it"
                   number))
@@ -707,6 +713,7 @@ the turn wrote, list the conflicts and change nothing."
     (condition-case err
         (let ((files (if turn (lispm-turn-revert turn)
                        (lispm-turn-revert-recorded recorded))))
+          (lispm-session-mark-reverted buffer number (lispm-session-time))
           (lispm-session-insert-note (lispm-own-agent-buffer agent)
                                      (format "Turn %d reverted: %d file%s restored"
                                              number files (if (= files 1) "" "s")))
@@ -717,11 +724,15 @@ the turn wrote, list the conflicts and change nothing."
        (message "LispM: turn %d not reverted: %s" number (lispm-error-message err))
        (signal (car err) (cdr err))))))
 
+(declare-function lispm-rewind "lispm-rewind" (agent number))
+
 (defvar-keymap lispm-own-agent-mode-map
   :doc "Keys of the own agent's session buffer."
   "C-c C-c" #'lispm-own-agent-send-input
   "C-c C-k" #'lispm-own-agent-interrupt
-  "C-c C-r" #'lispm-own-agent-revert-turn)
+  "C-c C-r" #'lispm-own-agent-revert-turn
+  ;; lispm-rewind.el, autoloaded: it builds on this file.
+  "C-c C-z" #'lispm-rewind)
 
 (define-minor-mode lispm-own-agent-mode
   "Minor mode of the buffer of LispM's own agent: its session's document.
@@ -729,7 +740,8 @@ Type at the end and send with \[lispm-own-agent-send-input] (on a call
 that waits for approval, it allows it; with a prefix argument, it
 denies it); interrupt
 with \[lispm-own-agent-interrupt]; revert the turn at point with
-\[lispm-own-agent-revert-turn].
+\[lispm-own-agent-revert-turn]; rewind to it, with a choice of how, or
+fork the session there, with \[lispm-rewind].
 
 \{lispm-own-agent-mode-map}"
   :lighter " LispM-Agent")
@@ -747,6 +759,7 @@ with \[lispm-own-agent-interrupt]; revert the turn at point with
                                         (:copier nil))
   "The sink of a compaction: a turn, offered no tools, that summarises."
   (agent nil :documentation "The own agent whose older turns are summarised.")
+  (from nil :documentation "The first turn the summary replaces, if not the first.")
   (upto nil :documentation "The last turn the summary replaces.")
   (then nil :documentation "Called with nil or the error's text, at the end.")
   (error nil :documentation "The message of the condition it stopped at, if any."))
@@ -781,19 +794,24 @@ Its condition's message is SINK's error."
              (progn (lispm-session-compact
                      (lispm-own-agent-buffer agent)
                      (plist-get (car (last (lispm-turn-messages turn))) :content)
-                     (lispm-agent--compaction-upto sink))
+                     (lispm-agent--compaction-upto sink)
+                     (lispm-agent--compaction-from sink))
                     nil)
            (lispm-error (lispm-error-message err))))
      (lispm-agent--compaction-then sink))))
 
-(defun lispm-own-agent--compact (agent &optional then)
+(defun lispm-own-agent-summarize (agent &optional then from)
   "Compact the history of AGENT; then call THEN with nil or an error.
 The summary is the answer of a turn offered no tools, whose sink is a
-`lispm-agent--compaction'."
+`lispm-agent--compaction'.  With FROM, summarise the turns from FROM
+to the last instead of the older ones."
   (let* ((buffer (lispm-own-agent-buffer agent))
-         (source (lispm-session-compaction-source buffer)))
+         (source (lispm-session-compaction-source buffer nil from)))
     (if (< (or (plist-get source :upto) 0) 1)
-        (lispm-own-agent--compacted agent "there are no older turns to summarise" then)
+        (lispm-own-agent--compacted agent (if from (format "there are no turns from %d to \
+summarise" from)
+                                            "there are no older turns to summarise")
+                                    then)
       (lispm-agents-set-activity agent 'thinking)
       (setf (lispm-own-agent-compacting agent) t)
       (setf (lispm-own-agent-compacting agent)
@@ -804,7 +822,7 @@ The summary is the answer of a turn offered no tools, whose sink is a
                                           (plist-get source :text))))
              :system (lambda () lispm-own-agent-compact-prompt)
              :offered nil
-             :sink (lispm-agent--compaction-make :agent agent :then then
+             :sink (lispm-agent--compaction-make :agent agent :then then :from from
                                                  :upto (plist-get source :upto))))
       (unless (lispm-turn-live-p (lispm-own-agent-compacting agent))
         ;; It ended at once (no such model, no key).
@@ -815,10 +833,10 @@ The summary is the answer of a turn offered no tools, whose sink is a
   "Compact the session of AGENT, up to its last turn.
 The summary is a heading you can read and edit; the old turns stay in
 the file, archived, and in git."
-  (interactive (list (lispm-own-agent--current)))
+  (interactive (list (lispm-own-agent-current)))
   (when (lispm-own-agent-busy-p agent)
     (user-error "%s is busy; compact once the turn is over" (lispm-actor-name agent)))
-  (lispm-own-agent--compact agent (lambda (error-text)
+  (lispm-own-agent-summarize agent (lambda (error-text)
                                 (unless error-text
                                   (message "LispM: %s's older turns are summarised"
                                            (lispm-actor-name agent))))))

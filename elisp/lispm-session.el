@@ -551,17 +551,26 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
                     (properties (car drawer))
                     (after (or (cdr drawer) body))
                     (archived (member "ARCHIVE" (lispm-session--tags title)))
+                    (rewound (member "REWOUND" (lispm-session--tags title)))
                     (turn (lispm-session--property properties "LISPM_TURN" start))
                     (summary (lispm-session--property properties "LISPM_SUMMARY" start)))
                (setq step nil call nil)
                (cond
                 ((and turn (string-match-p "\\`[0-9]+\\'" turn))
                  (setq item (list :turn (string-to-number turn) :archived (and archived t)
+                                  :rewound (and rewound t)
+                                  :reverted (lispm-session--property
+                                             properties "LISPM_REVERTED" start)
                                   :user (lispm-session--read-prose after body-end)
                                   :steps nil :start start)))
                 ((and summary (string-match-p "\\`[0-9]+\\'" summary))
                  (setq item (list :summary (lispm-session--read-prose after body-end)
                                   :upto (string-to-number summary)
+                                  :from (let ((from (lispm-session--property
+                                                     properties "LISPM_SUMMARY_FROM" start)))
+                                          (if (and from (string-match-p "\\`[0-9]+\\'" from))
+                                              (string-to-number from)
+                                            1))
                                   :archived (and archived t) :start start)))
                 (t (lispm-session--fail
                     start "a top heading that is no turn (no :LISPM_TURN: number) %s"
@@ -633,7 +642,7 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
 (defun lispm-session--summary-message (summary)
   "Return the user-role message of SUMMARY, an item of `lispm-session--parse'."
   (list :role "user"
-        :content (format "Summary of turns 1-%d:\n\n%s"
+        :content (format "Summary of turns %d-%d:\n\n%s" (plist-get summary :from)
                          (plist-get summary :upto) (plist-get summary :summary))))
 
 (defun lispm-session-messages (buffer)
@@ -643,12 +652,15 @@ A list of neutral messages, plists: (:role \"user\" :content S),
 :arguments JSON) ...)) (no :tool_calls if none), and (:role \"tool\"
 :tool_call_id I :name N :content S).  Archived turns give only the
 user's words; the summary that replaced them is a user-role message.
+Turns rewound (tagged REWOUND, `lispm-session-rewind') give nothing:
+the model no longer sees them, though the document keeps them.
 A call without a result gets one saying it did not run.  Signal
 `lispm-session-unreadable' if the document does not read back."
   (with-current-buffer buffer
     (let ((messages nil))
       (dolist (item (cdr (lispm-session--parse)))
-        (cond ((plist-member item :summary)
+        (cond ((plist-get item :rewound))
+              ((plist-member item :summary)
                (unless (plist-get item :archived)
                  (push (list (lispm-session--summary-message item)) messages)))
               ((plist-get item :archived)
@@ -1427,6 +1439,140 @@ not wait for git."
                                          lispm-session--turns
                                          (or lispm-session--first-line ""))))))
 
+;;; Marks of rewinds and reverts
+
+(defun lispm-session-turns (buffer)
+  "Return each turn of the session in BUFFER, oldest first, as a plist.
+Each is (:turn N :archived B :rewound B :reverted TIME): TIME, if the
+turn's changes are reverted, when (see `lispm-session-mark-reverted')."
+  (with-current-buffer buffer
+    (cl-loop for item in (cdr (lispm-session--parse))
+             when (plist-get item :turn)
+             collect (list :turn (plist-get item :turn) :archived (plist-get item :archived)
+                           :rewound (plist-get item :rewound)
+                           :reverted (plist-get item :reverted)))))
+
+(defun lispm-session-turn-words (buffer number)
+  "Return the user's words of turn NUMBER in BUFFER's session, or nil."
+  (with-current-buffer buffer
+    (plist-get (cl-find number (cdr (lispm-session--parse))
+                        :key (lambda (item) (plist-get item :turn)))
+               :user)))
+
+(defun lispm-session--turn-start (number)
+  "Return the start of turn NUMBER's heading in the current buffer, or signal."
+  (or (plist-get (cl-find number (cdr (lispm-session--parse))
+                          :key (lambda (item) (plist-get item :turn)))
+                 :start)
+      (lispm-signal 'lispm-session-error (list number) "No turn %d in this session" number)))
+
+(defun lispm-session--remove-tag (position tag)
+  "Remove TAG from the heading at POSITION."
+  (save-excursion
+    (goto-char position)
+    (let ((end (line-end-position)))
+      (when (re-search-forward (concat ":" (regexp-quote tag) ":") end t)
+        (replace-match ":")
+        (goto-char (line-beginning-position))
+        ;; No tag left: the colons go, and the blanks before them.
+        (when (re-search-forward "[ \t]+::?[ \t]*$" (line-end-position) t)
+          (replace-match ""))))))
+
+(defun lispm-session-mark-rewound (buffer numbers on)
+  "Tag each turn of NUMBERS in BUFFER's session REWOUND if ON, else untag it.
+A rewound turn stays in the document, and the model no longer sees it
+\(`lispm-session-messages').  Save and commit."
+  (with-current-buffer buffer
+    (save-excursion
+      (save-restriction
+        (widen)
+        (let ((inhibit-read-only t))
+          (dolist (number numbers)
+            (let* ((start (lispm-session--turn-start number))
+                   (tags (save-excursion
+                           (goto-char start)
+                           (lispm-session--tags (buffer-substring-no-properties
+                                                 start (line-end-position))))))
+              (cond ((and on (not (member "REWOUND" tags)))
+                     (lispm-session--add-tag start "REWOUND"))
+                    ((and (not on) (member "REWOUND" tags))
+                     (lispm-session--remove-tag start "REWOUND"))))))))
+    (lispm-session-save buffer (format "session %s: turns %s %s" lispm-session-id
+                                       (mapconcat #'number-to-string numbers " ")
+                                       (if on "rewound" "restored to the conversation")))))
+
+(defun lispm-session-mark-reverted (buffer number reverted)
+  "Record in BUFFER's session that what turn NUMBER changed is REVERTED.
+REVERTED is a time string, or nil: they are in place again.  The mark
+is the turn's `:LISPM_REVERTED:' property.  Save and commit."
+  (with-current-buffer buffer
+    (save-excursion
+      (save-restriction
+        (widen)
+        (let ((inhibit-read-only t)
+              (start (lispm-session--turn-start number)))
+          (goto-char start)
+          (forward-line 1)
+          (let ((drawer-end (save-excursion (re-search-forward "^[ \t]*:END:[ \t]*$"))))
+            (when (re-search-forward "^[ \t]*:LISPM_REVERTED:.*\n" drawer-end t)
+              (replace-match "")))
+          (when reverted
+            (re-search-forward "^[ \t]*:END:[ \t]*$")
+            (goto-char (line-beginning-position))
+            (insert (format ":LISPM_REVERTED: %s\n" (lispm-session--encode-value reverted)))))))
+    (lispm-session-save buffer (format "session %s: turn %d %s" lispm-session-id number
+                                       (if reverted "reverted" "reapplied")))))
+
+(defun lispm-session-time ()
+  "Return the time now as the session's properties write it."
+  (lispm-session--time))
+
+;;; Forks
+
+(defun lispm-session-fork (buffer number)
+  "Write a new session with the history of BUFFER's session up to turn NUMBER.
+The new file, in `lispm-sessions-directory', has a new id, the header
+of the first with `#+LISPM_FORKED_FROM:' naming it and the turn, and
+its turns and summaries up to turn NUMBER's end, as they are; it is
+committed.  Return the new file's name."
+  (with-current-buffer buffer
+    (save-excursion
+      (save-restriction
+        (widen)
+        (let* ((items (cdr (lispm-session--parse)))
+               (start (lispm-session--turn-start number))
+               (after (cl-find-if (lambda (item) (> (plist-get item :start) start)) items))
+               (end (if after (plist-get after :start) (lispm-session--transcript-end)))
+               (first (plist-get (car items) :start))
+               (header-end (or first end))
+               (directory (file-name-directory lispm-session-file))
+               (base (format "%s-fork-%d" lispm-session-id number))
+               (id base)
+               (serial 1))
+          (while (lispm-session--taken-p (expand-file-name (concat id ".org") directory))
+            (setq serial (1+ serial) id (format "%s-%d" base serial)))
+          (let ((file (expand-file-name (concat id ".org") directory))
+                (header (buffer-substring-no-properties (point-min) header-end))
+                (body (buffer-substring-no-properties header-end end)))
+            (with-temp-buffer
+              (insert header)
+              (goto-char (point-min))
+              (when (re-search-forward "^#\\+LISPM_SESSION:.*$" nil t)
+                (replace-match (format "#+LISPM_SESSION: %s\n#+LISPM_FORKED_FROM: %s"
+                                       (lispm-session--encode-value id)
+                                       (lispm-session--encode-value
+                                        (format "%s turn %d" lispm-session-id number)))
+                               t t))
+              (goto-char (point-max))
+              (insert body)
+              (unless (bolp) (insert "\n"))
+              (insert lispm-session--input-heading "\n")
+              (with-file-modes #o600
+                (lispm-write-file-whole file (buffer-string) 'utf-8-unix t)))
+            (lispm-sessions-enqueue file (format "session %s: forked from %s at turn %d"
+                                                 id lispm-session-id number))
+            file))))))
+
 ;;; Listing the sessions
 
 (defun lispm-sessions--peek (file)
@@ -1508,33 +1654,43 @@ ITEMS are turns."
                          (plist-get step :calls) "")))
     (plist-get turn :steps) "")))
 
-(defun lispm-session--compactable (items upto)
-  "Return the live turn items of ITEMS up to UPTO, consed to the live summary."
-  (cons (cl-remove-if-not (lambda (item) (and (plist-get item :turn)
-                                              (not (plist-get item :archived))
-                                              (<= (plist-get item :turn) upto)))
-                          items)
-        (cl-find-if (lambda (item) (and (plist-member item :summary)
-                                        (not (plist-get item :archived))))
-                    items)))
+(defun lispm-session--live-turn-p (item)
+  "Return non-nil if ITEM is a turn the model sees whole: not archived or rewound."
+  (and (plist-get item :turn) (not (plist-get item :archived))
+       (not (plist-get item :rewound))))
 
-(defun lispm-session-compaction-source (buffer &optional keep-last)
+(defun lispm-session--compactable (items upto &optional from)
+  "Return the live turn items of ITEMS up to UPTO, consed to the live summary.
+With FROM, only those from turn FROM on, and no summary: a summary of
+the turns from FROM, the older ones kept as they are."
+  (cons (cl-remove-if-not (lambda (item) (and (lispm-session--live-turn-p item)
+                                              (<= (or from 1) (plist-get item :turn) upto)))
+                          items)
+        (unless from
+          (cl-find-if (lambda (item) (and (plist-member item :summary)
+                                          (= (plist-get item :from) 1)
+                                          (not (plist-get item :archived))))
+                      items))))
+
+(defun lispm-session-compaction-source (buffer &optional keep-last from)
   "Return what compaction of BUFFER's session would summarise, or nil.
 That is the turns not yet archived but the last KEEP-LAST (default 1),
 with the summary so far: a plist (:upto N :turns COUNT :text TEXT :size
-CHARS), N the last of those turns, TEXT them for the model to read, and
-CHARS the characters of model and tool text (and summary) they hold,
-which a summary must stay under."
+CHARS :from F), N the last of those turns, TEXT them for the model to
+read, and CHARS the characters of model and tool text (and summary)
+they hold, which a summary must stay under.  With FROM, the turns from
+FROM to the last (\"summarize from here\"), KEEP-LAST ignored, and no
+summary of older ones."
   (with-current-buffer buffer
     (let* ((items (cdr (lispm-session--parse)))
-           (live (cl-remove-if-not (lambda (item) (and (plist-get item :turn)
-                                                       (not (plist-get item :archived))))
-                                   items))
-           (older (butlast live (or keep-last 1))))
+           (live (cl-remove-if-not #'lispm-session--live-turn-p items))
+           (older (if from
+                      (cl-remove-if (lambda (item) (< (plist-get item :turn) from)) live)
+                    (butlast live (or keep-last 1)))))
       (when older
         (let* ((upto (plist-get (car (last older)) :turn))
-               (summary (cdr (lispm-session--compactable items upto))))
-          (list :upto upto :turns (length older)
+               (summary (cdr (lispm-session--compactable items upto from))))
+          (list :upto upto :turns (length older) :from (or from 1)
                 :text (concat (if summary
                                   (format "## Summary of turns 1-%d\n\n%s\n\n"
                                           (plist-get summary :upto)
@@ -1553,8 +1709,9 @@ which a summary must stay under."
           (progn (skip-chars-backward " \t") (insert tag ":"))
         (insert " :" tag ":")))))
 
-(defun lispm-session-compact (buffer summary upto)
+(defun lispm-session-compact (buffer summary upto &optional from)
   "Put SUMMARY in place of the turn items up to UPTO in BUFFER's session.
+With FROM, of the turns from FROM to UPTO only, the older ones kept.
 Save and commit the document.  The turns stay in it, tagged ARCHIVE
 and folded; SUMMARY becomes a heading after them, which the user can
 read and edit.  From
@@ -1564,7 +1721,7 @@ then the summary, then the later turns.  Signal
 smaller than the text it replaces."
   (with-current-buffer buffer
     (let* ((items (cdr (lispm-session--parse)))
-           (found (lispm-session--compactable items upto))
+           (found (lispm-session--compactable items upto from))
            (turns (car found))
            (old (cdr found))
            (replaced (lispm-session--replaced-size turns old)))
@@ -1587,16 +1744,18 @@ smaller than the text it replaces."
                                          (if old (cons old turns) turns))
                                  #'>)))
             (goto-char at)
-            (insert (format "* Summary of turns 1-%d\n" upto)
+            (insert (format "* Summary of turns %d-%d\n" (or from 1) upto)
                     (lispm-session--drawer `(("LISPM_SUMMARY" . ,(number-to-string upto))
+                                             ,@(and from `(("LISPM_SUMMARY_FROM"
+                                                            . ,(number-to-string from))))
                                              ("LISPM_TIME" . ,(lispm-session--time))))
                     (lispm-session--prose summary))
             (dolist (position headings)
               (lispm-session--add-tag position "ARCHIVE")
               (goto-char position)
               (org-fold-subtree t)))))
-      (lispm-session-save buffer (format "session %s: turns 1-%d compacted"
-                                         lispm-session-id upto)))))
+      (lispm-session-save buffer (format "session %s: turns %d-%d compacted"
+                                         lispm-session-id (or from 1) upto)))))
 
 (provide 'lispm-session)
 ;;; lispm-session.el ends here

@@ -93,6 +93,8 @@
 ;; Features: what a user, or an agent, reaches first
 ;;   lispm.el           this file: the commands above, M-x lispm-start-agent
 ;;   lispm-own-agent.el LispM's own agent: M-x lispm-agent
+;;   lispm-rewind.el    rewind a session to a turn (code, conversation, both,
+;;                      summary), undo it, fork there
 ;;   lispm-menu.el      the one menu (transient)
 ;;   lispm-views.el     Emacs as the agents see it: the editor-state push
 ;;   lispm-ide.el       Claude Code's diffs reviewed in Emacs; lispm-send-region
@@ -139,6 +141,7 @@
 (autoload 'lispm-own-agent-resume "lispm-own-agent" "Reopen a session of LispM's own agent." t)
 (autoload 'lispm-own-agent-revert-turn "lispm-own-agent" "Take back what a turn changed." t)
 (autoload 'lispm-own-agent-compact "lispm-own-agent" "Summarise a session's older turns." t)
+(autoload 'lispm-rewind "lispm-rewind" "Rewind a session to a turn, or fork it there." t)
 ;; The inspector is an Org buffer: Org loads with the first one.
 (autoload 'lispm-inspect "lispm-inspect" "Show an agent whole, in its inspector." t)
 ;;;###autoload

@@ -30,6 +30,10 @@ None: a cycle that must stay would need its reason here.")
      "the list's command starts an agent through lispm.el's chooser, which
 requires the list"
      lispm-start-agent)
+    (("lispm-own-agent" "lispm-rewind")
+     "the session buffer's key rewinds, whose file builds on the own agent's turns
+and sessions"
+     lispm-rewind)
     (("lispm-tools" "lispm-skills")
      "the base tools search the skills, whose file defines tools with tools.el's
 macro"

@@ -1056,5 +1056,87 @@ copies needed is left behind."
                        (list (plist-get (car turn1) :content) (plist-get (car turn2) :content)
                              "And now?" "Summary of turns 1-3:\n\nFrench." "Last one" "Fin.")))))))
 
+(ert-deftest lispm-session-test-rewound-turns-leave-the-conversation ()
+  "Turns tagged REWOUND stay in the document, and the model no longer sees them."
+  (lispm-session-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (turn1 (lispm-session-test--turn buffer "One" '(("Un."))))
+           (turn2 (lispm-session-test--turn buffer "Two" '(("Deux."))))
+           (turn3 (lispm-session-test--turn buffer "Three" '(("Trois.")))))
+      (lispm-session-end-turn buffer)
+      (should (equal (lispm-session-messages buffer) (append turn1 turn2 turn3)))
+      (lispm-session-mark-rewound buffer '(2 3) t)
+      (should (equal (lispm-session-messages buffer) turn1))
+      (should (equal (mapcar (lambda (turn) (plist-get turn :rewound)) (lispm-session-turns buffer))
+                     '(nil t t)))
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (should (re-search-forward "^\\* Turn 2: Two +:REWOUND:$" nil t))
+        (should (search-forward "Deux." nil t)))
+      ;; Twice is once; undone, the turns are back, the headings as they were.
+      (lispm-session-mark-rewound buffer '(2) t)
+      (lispm-session-mark-rewound buffer '(2 3) nil)
+      (should (equal (lispm-session-messages buffer) (append turn1 turn2 turn3)))
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (should (re-search-forward "^\\* Turn 2: Two$" nil t)))
+      ;; From the file, as another Emacs reads it.
+      (lispm-session-mark-rewound buffer '(3) t)
+      (let ((file (buffer-local-value 'lispm-session-file buffer)))
+        (kill-buffer buffer)
+        (should (equal (lispm-session-messages (lispm-session-open file))
+                       (append turn1 turn2)))))))
+
+(ert-deftest lispm-session-test-reverted-mark-and-summary-from-a-turn ()
+  (lispm-session-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (turn1 (lispm-session-test--turn buffer "One" `((,(make-string 500 ?a)))))
+           (_turn2 (lispm-session-test--turn buffer "Two" `((,(make-string 500 ?b)))))
+           (_turn3 (lispm-session-test--turn buffer "Three" `((,(make-string 500 ?c))))))
+      (lispm-session-end-turn buffer)
+      (lispm-session-mark-reverted buffer 2 "[2026-12-05 Sat 12:00]")
+      (should (equal (plist-get (nth 1 (lispm-session-turns buffer)) :reverted)
+                     "[2026-12-05 Sat 12:00]"))
+      (lispm-session-mark-reverted buffer 2 nil)
+      (should-not (plist-get (nth 1 (lispm-session-turns buffer)) :reverted))
+      (should-error (lispm-session-mark-reverted buffer 9 "now") :type 'lispm-session-error)
+      ;; Summarized from turn 2: turn 1 stays whole.
+      (let ((source (lispm-session-compaction-source buffer nil 2)))
+        (should (= (plist-get source :from) 2))
+        (should (= (plist-get source :upto) 3))
+        (should-not (string-search "aaaa" (plist-get source :text)))
+        (should (string-search "cccc" (plist-get source :text))))
+      (lispm-session-compact buffer "B and C happened." 3 2)
+      (should (equal (lispm-session-messages buffer)
+                     (append turn1
+                             '((:role "user" :content "Two") (:role "user" :content "Three")
+                               (:role "user" :content "Summary of turns 2-3:\n\nB and C happened.")))))
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (should (re-search-forward "^\\* Summary of turns 2-3$" nil t))))))
+
+(ert-deftest lispm-session-test-fork-keeps-the-history-up-to-a-turn ()
+  (lispm-session-test--with-dirs
+    (let* ((buffer (lispm-session-create project))
+           (turn1 (lispm-session-test--turn buffer "One" '(("Un."))))
+           (_turn2 (lispm-session-test--turn buffer "Two" '(("Deux.")))))
+      (lispm-session-end-turn buffer)
+      (let* ((before (with-current-buffer buffer (buffer-string)))
+             (file (lispm-session-fork buffer 1))
+             (fork (lispm-session-open file)))
+        (should (string-match-p "-fork-1\\.org\\'" file))
+        (should (equal (lispm-session-messages fork) turn1))
+        (with-current-buffer fork
+          (should (string-match-p "-fork-1\\'" lispm-session-id))
+          (goto-char (point-min))
+          (should (re-search-forward "^#\\+LISPM_FORKED_FROM: .* turn 1$" nil t)))
+        ;; The first session is untouched; the fork is committed.
+        (should (equal (with-current-buffer buffer (buffer-string)) before))
+        (should (lispm-sessions-wait-for-commits 30))
+        (should (string-match-p "forked from"
+                                (lispm-session-test--git sessions "log" "-1" "--format=%s")))
+        ;; Twice: another name.
+        (should-not (equal (lispm-session-fork buffer 1) file))))))
+
 (provide 'lispm-session-test)
 ;;; lispm-session-test.el ends here
