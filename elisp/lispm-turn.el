@@ -1111,7 +1111,10 @@ if small enough to be in the session (`lispm-session-result-limit')."
 
 (defun lispm-turn--buffer-record (change file buffer)
   "Return the record of CHANGE, made in FILE's BUFFER: its whole lines.
-A deletion of whole lines gets the line after it (or before, at the end)."
+A deletion or an insertion of whole lines gets the lines before and
+after it: what it replaced is then never empty, and the record can be
+found again to be applied once more after a revert (lispm-rewind.el),
+wherever the user's edits moved it."
   (let ((beg (lispm-change-beg change)) (end (lispm-change-end change)))
     (if (not (and (buffer-live-p buffer) (markerp beg) (markerp end)
                   (eq (marker-buffer beg) buffer) (eq (marker-buffer end) buffer)))
@@ -1128,10 +1131,16 @@ A deletion of whole lines gets the line after it (or before, at the end)."
                        (stop (progn (goto-char to)
                                     (if (and (bolp) (> to start)) to
                                       (min (point-max) (1+ (line-end-position)))))))
-                  (when (and (= start stop) (> start (point-min)))
-                    (goto-char start)
-                    (forward-line -1)
-                    (setq start (point)))
+                  (when (and (or (= start stop)
+                                 (and (= from start) (= to stop)
+                                      (string-empty-p (lispm-change-before change))))
+                             (not (lispm-change-created change)))
+                    ;; Whole lines deleted, or inserted: the lines around
+                    ;; them show where.
+                    (when (> start (point-min))
+                      (goto-char start) (forward-line -1) (setq start (point)))
+                    (when (< stop (point-max))
+                      (goto-char stop) (forward-line 1) (setq stop (point))))
                   (lispm-turn--record-lines
                    file (line-number-at-pos start t)
                    (concat (buffer-substring-no-properties start from)
@@ -1169,17 +1178,19 @@ A deletion of whole lines gets the line after it (or before, at the end)."
           (setq suffix (if-let* ((newline (string-search "\n" old (- lo suffix))))
                            (- lo newline 1)
                          0)))
-        (when (and (= prefix (- ln suffix)) (not deleted))
-          ;; Lines deleted: the line before or after them shows where.
-          (cond ((> prefix 0)
-                 (setq prefix (if-let* ((newline (cl-position ?\n old :end (1- prefix)
-                                                              :from-end t)))
-                                  (1+ newline)
-                                0)))
-                ((> suffix 0)
-                 (setq suffix (if-let* ((newline (string-search "\n" old (- lo suffix))))
-                                  (- lo newline 1)
-                                0)))))
+        (when (and (or (= prefix (- ln suffix)) (= prefix (- lo suffix)))
+                   (not deleted) (not created))
+          ;; Lines deleted, or inserted: the lines before and after
+          ;; them show where.
+          (when (> prefix 0)
+            (setq prefix (if-let* ((newline (cl-position ?\n old :end (1- prefix)
+                                                         :from-end t)))
+                             (1+ newline)
+                           0)))
+          (when (> suffix 0)
+            (setq suffix (if-let* ((newline (string-search "\n" old (- lo suffix))))
+                             (- lo newline 1)
+                           0))))
         (let ((line 1) (at 0))
           (while (and (setq at (string-search "\n" old at)) (< at prefix))
             (cl-incf line)

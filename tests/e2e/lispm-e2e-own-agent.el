@@ -127,6 +127,89 @@ is a conflict, and nothing changes."
         (should (equal (with-current-buffer todo (buffer-string)) before))
         (should (file-exists-p (lispm-e2e-own-file "project" "new-file.txt")))))))
 
+;;; 3b: rewind with choices, undone; a fork
+
+(defun lispm-e2e-own--text (file)
+  "Return FILE's text on disk."
+  (with-temp-buffer (insert-file-contents file) (buffer-string)))
+
+(defun lispm-e2e-own--last-body (prompt-part)
+  "Return the body of the newest request whose prompt holds PROMPT-PART."
+  (lispm-e2e-own-body (car (last (lispm-e2e-own-requests prompt-part)))))
+
+(ert-deftest lispm-e2e-own-rewind-undo-and-fork ()
+  "Rewind code and conversation to a turn, undo it after the user typed, fork earlier."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
+    (require 'lispm-rewind)
+    (let* ((todo (lispm-e2e-own-file "project" "todo.txt"))
+           (notes (lispm-e2e-own-file "project" "notes.el"))
+           (created (lispm-e2e-own-file "project" "new-file.txt"))
+           (todo-before (lispm-e2e-own--text todo))
+           (notes-before (lispm-e2e-own--text notes)))
+      (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "My name is Ada."))))
+      (should (eq 'done (lispm-turn-state
+                         (lispm-e2e-own-send agent "Change two files and make one"))))
+      (let ((todo-after (lispm-e2e-own--text todo))
+            (notes-after (lispm-e2e-own--text notes)))
+        ;; Both: the files as before turn 2, the turn out of the conversation.
+        (lispm-rewind-both agent 2)
+        (should (equal (lispm-e2e-own--text todo) todo-before))
+        (should (equal (lispm-e2e-own--text notes) notes-before))
+        (should-not (file-exists-p created))
+        (should-error (lispm-own-agent-revert-turn agent 2) :type 'user-error)
+        (with-current-buffer (lispm-own-agent-buffer agent)
+          (should (string-match-p "^\\* Turn 2: .*:REWOUND:$" (buffer-string)))
+          ;; The turn's words are back in the input area.
+          (should (string-search "Change two files" (lispm-session-input (current-buffer))))
+          (lispm-session-take-input (current-buffer)))
+        (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "What is my name?"))))
+        (let ((body (lispm-e2e-own--last-body "What is my name?")))
+          (should (string-search "My name is Ada." body))
+          (should-not (string-search "Change two files" body)))
+        ;; The user types at the top of notes.el; the undo keeps it.
+        (with-current-buffer (find-file-noselect notes)
+          (goto-char (point-min))
+          (insert ";; the user's own line\n")
+          (save-buffer))
+        (lispm-rewind-undo agent 2)
+        (should (equal (lispm-e2e-own--text todo) todo-after))
+        (should (equal (lispm-e2e-own--text notes) (concat ";; the user's own line\n" notes-after)))
+        (should (file-exists-p created))
+        (should-not (plist-get (nth 1 (lispm-session-turns (lispm-own-agent-buffer agent)))
+                               :rewound))
+        ;; Undone twice: nothing more to undo.
+        (should-error (lispm-rewind-undo agent 2) :type 'user-error)
+        ;; A fork at turn 1 knows only turn 1; the first session goes on as it was.
+        (let* ((session (with-current-buffer (lispm-own-agent-buffer agent)
+                          (buffer-string)))
+               (fork (lispm-rewind-fork agent 1)))
+          (unwind-protect
+              (progn
+                (should-not (eq fork agent))
+                (should (eq 'done (lispm-turn-state (lispm-e2e-own-send fork "Thank you."))))
+                (let ((body (lispm-e2e-own--last-body "Thank you.")))
+                  (should (string-search "My name is Ada." body))
+                  (should-not (string-search "Change two files" body))
+                  (should-not (string-search "What is my name?" body)))
+                (let ((now (with-current-buffer (lispm-own-agent-buffer agent) (buffer-string))))
+                  (should (string-search "* Turn 3: What is my name?" now))
+                  (should-not (string-search "Thank you." now))
+                  (should (string-prefix-p (substring session 0 (string-search "* Your message" session))
+                                           now))))
+            (let ((kill-buffer-query-functions nil))
+              (kill-buffer (lispm-own-agent-buffer fork)))))
+        ;; Summarised from turn 2 on; turn 1 stays whole.
+        (lispm-rewind-summarize agent 2)
+        (lispm-e2e-wait (lambda () (not (lispm-own-agent-busy-p agent))) 30 "the summary")
+        (with-current-buffer (lispm-own-agent-buffer agent)
+          (should (string-match-p "^\\* Summary of turns 2-3$" (buffer-string)))
+          (should (string-match-p "^\\* Turn 2: .*:ARCHIVE:$" (buffer-string)))
+          (should-not (string-match-p "^\\* Turn 1: .*:ARCHIVE:" (buffer-string))))
+        (let ((messages (lispm-session-messages (lispm-own-agent-buffer agent))))
+          (should (equal (plist-get (nth 1 messages) :content) "Hello, Ada."))
+          (should (string-prefix-p "Summary of turns 2-3:"
+                                   (plist-get (car (last messages)) :content))))))))
+
 ;;; 4: a denial is a result
 
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()
