@@ -300,7 +300,14 @@ See `lispm-secrets-test--call-with-planted'."
       (should-not (string-search "sk-ant" cut)))
     ;; A role may run commands unasked: what they print is withheld too
     ;; (though a command can always recode a secret; hence `ask').
+    ;; In the sandbox, the secret-named variables are not even there.
     (let* ((lispm-policy-roles '((default (read allow) (shell allow))))
+           (outcome (lispm-secrets-test--call
+                     own "run_shell" '(:command "printenv ANTHROPIC_API_KEY; cat notes.txt"))))
+      (should (string-prefix-p "values: " (plist-get outcome :text)))
+      (should-not (lispm-secrets-test--leaks outcome)))
+    (let* ((lispm-policy-roles '((default (read allow) (shell allow))))
+           (lispm-sandbox-shell-mode 'off)
            (outcome (lispm-secrets-test--call
                      own "run_shell" '(:command "printenv ANTHROPIC_API_KEY; cat notes.txt"))))
       (should (string-prefix-p "[secret withheld: the environment variable ANTHROPIC_API_KEY]\n"
