@@ -328,38 +328,35 @@ ended, SINK to its sink.  The actor is an own agent without a session."
         (lispm-turn-test--restart turn 'retry))
       (should (eq (lispm-turn-state turn) 'done)))))
 
+(defmacro lispm-turn-test--with-waiting-approval (turn &rest body)
+  "Run BODY with TURN bound to a turn whose edit waits for the user's approval."
+  (declare (indent 1) (debug (symbolp body)))
+  `(let ((lispm-turn-test--until '(tools))
+         (lispm-turn-test--touched nil)
+         (lispm-approvals--pending nil)
+         (lispm-approvals--withdrawn nil))
+     (lispm-turn-test--with (,turn _sink)
+         (list (lispm-turn-test--call "c1" "lispm_turn_test_touch" "{}")
+               lispm-turn-test--hello)
+       (should (= (length (lispm-approvals-pending)) 1))
+       ,@body
+       ;; Nothing is left to decide for nothing, and nothing ran.
+       (should-not (lispm-approvals-pending))
+       (should-not lispm-turn-test--touched))))
+
 (ert-deftest lispm-turn-test-an-interrupt-withdraws-the-approval-a-call-waits-for ()
-  (let ((lispm-turn-test--until '(tools))
-        (lispm-turn-test--touched nil)
-        (lispm-approvals--pending nil)
-        (lispm-approvals--withdrawn nil))
-    (lispm-turn-test--with (turn sink)
-        (list (lispm-turn-test--call "c1" "lispm_turn_test_touch" "{}")
-              lispm-turn-test--hello)
-      (should (= (length (lispm-approvals-pending)) 1))
-      (lispm-turn-interrupt turn)
-      ;; Nothing is left to decide for nothing, and nothing ran.
-      (should-not (lispm-approvals-pending))
-      (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was interrupted"))
-      (let ((lispm-turn-test--until '(stopped done aborted)))
-        (lispm-turn-test--settle turn))
-      (should-not lispm-turn-test--touched)
-      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted)))))
+  (lispm-turn-test--with-waiting-approval turn
+    (lispm-turn-interrupt turn)
+    (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was interrupted"))
+    (let ((lispm-turn-test--until '(stopped done aborted)))
+      (lispm-turn-test--settle turn))
+    (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-interrupted))))
 
 (ert-deftest lispm-turn-test-an-aborted-turn-withdraws-its-approvals ()
-  (let ((lispm-turn-test--until '(tools))
-        (lispm-turn-test--touched nil)
-        (lispm-approvals--pending nil)
-        (lispm-approvals--withdrawn nil))
-    (lispm-turn-test--with (turn sink)
-        (list (lispm-turn-test--call "c1" "lispm_turn_test_touch" "{}")
-              lispm-turn-test--hello)
-      (should (= (length (lispm-approvals-pending)) 1))
-      (lispm-turn-end turn)
-      (should-not (lispm-approvals-pending))
-      (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was aborted"))
-      (should-not lispm-turn-test--touched)
-      (should (eq (lispm-turn-state turn) 'aborted)))))
+  (lispm-turn-test--with-waiting-approval turn
+    (lispm-turn-end turn)
+    (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was aborted"))
+    (should (eq (lispm-turn-state turn) 'aborted))))
 
 ;;; The condition buffer
 
