@@ -926,13 +926,20 @@ withdrawn :reason REASON) when AGENT leaves before anyone decided."
         (lispm-approvals--tell 'lispm-approvals-asked-functions approval)))
     (lispm-approval-id approval)))
 
+(defconst lispm-approvals-review-limit (* 8 1024 1024)
+  "The longest diff, in characters, whose edit is decided hunk by hunk.
+A longer one is decided whole: splitting it costs Emacs a millisecond
+a megabyte, as the approval arrives.")
+
 (defun lispm-approvals--review (kind target)
   "Return the review of an edit of KIND on TARGET, hunk by hunk, or nil.
-Only an edit of one file whose diff reads has one; a new Org file
-shows whole, and is decided whole."
+Only an edit of one file whose diff reads, and is no longer than
+`lispm-approvals-review-limit', has one; a new Org file shows whole,
+and is decided whole."
   (when-let* (((eq kind 'edit))
               ((not (plist-get target :org)))
               (diff (plist-get target :diff))
+              ((<= (length diff) lispm-approvals-review-limit))
               (files (plist-get target :files))
               ((null (cdr files))))
     (lispm-review-make (car files) diff)))

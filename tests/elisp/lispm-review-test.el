@@ -235,6 +235,15 @@ box of outcomes (newest first, in its car) and the approval."
       (should (string-match-p "replaced the proposal" (plist-get (caar box) :text)))
       (should (equal (lispm-review-test--file-text file) (lispm-review-test--lines 30 '(7)))))))
 
+(ert-deftest lispm-review-test-a-huge-diff-is-decided-whole ()
+  (let ((lispm-approvals-review-limit 100))
+    (lispm-review-test--with-edit (agent file box approval)
+      (should-not (lispm-approval-review approval))
+      (with-current-buffer (lispm-approvals--buffer)
+        (should-not (text-property-any (point-min) (point-max) 'lispm-approvals-hunk 1)))
+      (lispm-approvals-allow approval)
+      (should (equal (lispm-review-test--file-text file) lispm-review-test--new)))))
+
 (ert-deftest lispm-review-test-no-hunk-here ()
   (lispm-review-test--with-edit (agent file box approval)
     (with-current-buffer (lispm-approvals--buffer)
