@@ -138,7 +138,7 @@ names say they hold secrets (`lispm-secrets-name-p') are left out."
                   process-environment)))
 
 (cl-defun lispm-sandbox-command (mode folder argv &key network)
-  "Return the command line running ARGV in FOLDER, confined as MODE says.
+  "Return the command line running ARGV in FOLDER, confined by MODE.
 MODE is one of `lispm-sandbox-shell-mode''s values; NETWORK non-nil
 lets the command reach the network.  With MODE `off', or without
 bubblewrap, it is ARGV."
