@@ -126,7 +126,8 @@ one already bound is not bound again."
 (defun lispm-sandbox-environment ()
   "Return the environment of a confined command: Emacs's, without secrets.
 A list of \"NAME=VALUE\" strings, one per name; the variables whose
-names say they hold secrets (`lispm-secrets-name-p') are left out."
+names say they hold secrets (`lispm-secrets-name-p'), or whose values
+are shaped like keys (`lispm-secrets-shape'), are left out."
   (let ((seen (make-hash-table :test 'equal)))
     ;; The first of a name wins, as for Emacs's own processes.
     (cl-remove-if (lambda (entry)
@@ -134,7 +135,8 @@ names say they hold secrets (`lispm-secrets-name-p') are left out."
                            (name (and at (substring entry 0 at))))
                       (or (null at) (gethash name seen)
                           (progn (puthash name t seen) nil)
-                          (lispm-secrets-name-p name t))))
+                          (lispm-secrets-name-p name t)
+                          (lispm-secrets-shape (substring entry (1+ at))))))
                   process-environment)))
 
 (cl-defun lispm-sandbox-command (mode folder argv &key network)

@@ -25,7 +25,8 @@ stolen."
   `(let* ((home (file-name-as-directory
                  (file-truename (make-temp-file "lispm-sandbox-home" t))))
           (process-environment (append (list (concat "HOME=" (directory-file-name home))
-                                             "MY_SERVICE_TOKEN=tok-0123456789abcdef")
+                                             "MY_SERVICE_TOKEN=tok-0123456789abcdef"
+                                             "GH_PAT=ghp_0123456789abcdefghij0123456789abcdef")
                                        process-environment))
           (lispm-secrets--environment-cache nil))
      (make-directory (expand-file-name ".ssh" home))
@@ -84,6 +85,7 @@ echo x > ~/.bashrc; echo tmp > /tmp/t && cat /tmp/t"
       (should-not (string-search "hunter2" text))
       (should-not (string-search "tok-0123456789abcdef" text))
       (should-not (string-search "MY_SERVICE_TOKEN" text))
+      (should-not (string-search "GH_PAT" text))
       ;; The environment's other variables are there.
       (should (string-match-p "^PATH=" text))
       (should (string-search (concat "HOME=" (directory-file-name home)) text)))))
