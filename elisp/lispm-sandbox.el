@@ -159,7 +159,9 @@ bubblewrap, it is ARGV."
        (list "--tmpfs" "/tmp")
        (lispm-sandbox-system-arguments)
        (list "--ro-bind" "/etc" "/etc")
-       (list (if (eq mode 'folder) "--bind" "--ro-bind") folder folder)
+       ;; A folder that is / itself would make the whole system writable.
+       (list (if (and (eq mode 'folder) (not (equal folder "/"))) "--bind" "--ro-bind")
+             folder folder)
        (let ((git (expand-file-name ".git" folder)))
          (and (eq mode 'folder) (file-exists-p git) (list "--ro-bind" git git)))
        (lispm-sandbox--masks folder)

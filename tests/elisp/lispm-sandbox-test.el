@@ -143,6 +143,12 @@ echo x > ~/.bashrc; echo tmp > /tmp/t && cat /tmp/t"
           (sleep-for 0.05))
         (should-not left)))))
 
+(ert-deftest lispm-sandbox-test-a-folder-that-is-the-root-is-not-written ()
+  (let ((command (lispm-sandbox-command 'folder "/" '("true"))))
+    (should (member "--ro-bind" command))
+    (should-not (cl-loop for (a b c) on command thereis (and (equal a "--bind") (equal b "/")
+                                                            (equal c "/"))))))
+
 (ert-deftest lispm-sandbox-test-without-bubblewrap-it-says-so ()
   (let ((exec-path nil)
         (lispm-sandbox--unconfined-told nil)
