@@ -213,7 +213,7 @@ remembered from an earlier Emacs: it was resumed, or replaced."
 Each has :name, :kind, :folder, :session (the CLI's session id, or nil),
 :waiting (messages were queued for it) and :clean (its Emacs exited
 cleanly).  Names that run in this Emacs are left out."
-  (let ((seen (mapcar #'lispm-agent-name (lispm-agents))))
+  (let ((seen (mapcar #'lispm-actor-name (lispm-agents))))
     (cl-loop for life in (lispm-resume--lives)
              unless (lispm-resume--alive-p life)
              append (cl-loop for agent in (plist-get life :agents)

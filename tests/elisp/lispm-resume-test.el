@@ -74,6 +74,13 @@ CLEAN says whether it exited cleanly."
     ;; This Emacs runs: its agents are not offered for resuming.
     (should-not (lispm-resume-remembered))))
 
+(ert-deftest lispm-resume-test-an-actor-without-a-terminal-is-counted-by-name ()
+  ;; M-x lispm with an own agent in the registry asked every actor for
+  ;; a terminal agent's name, and failed.
+  (lispm-resume-test--with-file
+    (lispm-test-add-actor :name "emacs")
+    (should-not (lispm-resume-remembered))))
+
 (ert-deftest lispm-resume-test-an-unclean-exit-is-told-apart ()
   (lispm-resume-test--with-file
     (let ((sleeper (make-process :name "lispm-resume-test" :command '("sleep" "30")
