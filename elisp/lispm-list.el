@@ -47,7 +47,7 @@
   "The list of LispM's agents.
 \\{lispm-list-mode-map}"
   (setq tabulated-list-format
-        [("Name" 12 t) ("Kind" 8 t) ("Role" 10 t) ("Folder" 36 t) ("State" 20 t)
+        [("Name" 12 t) ("Kind" 8 t) ("Role" 10 t) ("Folder" 36 t) ("State" 30 t)
          ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)
          ("Needs you" 30 t)])
   (setq tabulated-list-padding 1)
@@ -85,7 +85,10 @@
                   (symbol-name (lispm-actor-kind agent))
                   (symbol-name (lispm-actor-effective-role agent))
                   (abbreviate-file-name (lispm-actor-folder agent))
-                  (propertize state 'face (intern-soft (concat "lispm-list-" state)))
+                  (concat (propertize state 'face (intern-soft (concat "lispm-list-" state)))
+                          (if-let* ((step (lispm-actor-step agent)))
+                              (concat ": " step)
+                            ""))
                   (if (lispm-agent-p agent) (number-to-string (lispm-agent-queued agent)) "")
                   (if-let* ((port (and (lispm-agent-p agent) (lispm-agent-port agent))))
                       (number-to-string port)

@@ -58,6 +58,7 @@
 (require 'lispm-project-rules)
 (require 'lispm-mcp)
 (require 'lispm-memory)
+(require 'lispm-plan)
 (require 'lispm-turn)
 (require 'lispm-condition)
 (require 'lispm-run-lisp)
@@ -166,7 +167,9 @@ It holds the policy, the folder, the MCP tools not offered
 \(`lispm-mcp-prompt-note'), the project's rules
 \(`lispm-project-rules-text', read again when a file changed) and what
 is remembered (`lispm-memory-prompt-text', the most relevant to the
-user's latest text first), so they survive compaction and follow edits."
+user's latest text first), and its plan as the session holds it
+\(`lispm-plan-prompt-text'), so they survive compaction and follow
+edits."
   (format "You are %s, LispM's own agent, running inside the user's Emacs.
 You work in the folder %s.
 Your tools are Lisp functions of LispM.  Every call passes the user's
@@ -179,7 +182,7 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 \"[Request R from NAME]\" with the reply tool.
 
 Your role is %s; the user's policy for it (first match wins):
-%s%s%s%s%s"
+%s%s%s%s%s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
           (lispm-actor-role agent) (lispm-own-agent--policy-text agent)
           (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
@@ -201,6 +204,11 @@ user's policy above still decides what runs:\n\n" rules)
               (concat "\n\nWhat you remember from earlier sessions (LispM's memory: \
 Org files the user reads and edits; the most relevant first).  Add to \
 it with the remember tool:\n" memory)
+            "")
+          (if-let* ((buffer (lispm-own-agent-buffer agent))
+                    ((buffer-live-p buffer))
+                    (plan (lispm-plan-prompt-text buffer)))
+              (concat "\n\n" plan)
             "")))
 
 ;;; Turns
@@ -1185,6 +1193,12 @@ The turn keeps its current step's outcomes; its trace, every step's."
                          (/ (* 100 (plist-get last-usage :input_tokens)) window) window)
                "")
              output))
+    (when-let* (((buffer-live-p buffer))
+                (plan (lispm-session-plan buffer)))
+      (lispm-inspect-heading 2 'plan "Plan")
+      (dolist (item plan)
+        (lispm-inspect-line (format "- %s %s" (upcase (symbol-name (plist-get item :state)))
+                                    (plist-get item :text)))))
     (lispm-inspect-heading 2 'turns (format "Turns of this Emacs (%d)" (length turns)))
     (if (null turns)
         (lispm-inspect-note "None yet.")
@@ -1202,6 +1216,16 @@ The turn keeps its current step's outcomes; its trace, every step's."
                        (or (plist-get usage :input_tokens) "?")
                        (or (plist-get usage :output_tokens) "?"))
              "")))))))
+
+(cl-defmethod lispm-actor-step ((agent lispm-own-agent))
+  "Return the step AGENT is at in the plan of its session, or nil."
+  (when-let* ((buffer (lispm-own-agent-buffer agent))
+              ((buffer-live-p buffer))
+              (plan (lispm-session-plan buffer)))
+    (when-let* ((step (lispm-plan-current-step plan)))
+      (format "%d/%d %s" (1+ (cl-position step plan :key (lambda (item) (plist-get item :text))
+                                          :test #'equal))
+              (length plan) step))))
 
 (cl-defmethod lispm-inspect-kind-title ((_agent lispm-own-agent))
   "Return the title of the own agent's kind."

@@ -65,6 +65,7 @@
     (network . "reaching the network")
     (message . "messages to other agents")
     (remember . "writing LispM's own memory files")
+    (plan . "writing the agent's own plan in its session")
     (mcp . "calling the tools of the user's MCP servers"))
   "Every kind of action, in order, with what it covers.
 This is the one list of them: each tool has one of these kinds (the
@@ -101,7 +102,7 @@ and audit name them.")
                         string))))
 
 (defcustom lispm-policy-roles
-  '((default (read allow) (introspect allow) (message allow) (remember allow)
+  '((default (read allow) (introspect allow) (message allow) (remember allow) (plan allow)
              (edit ask) (shell ask) (eval ask) (network ask) (mcp ask)))
   "What each role may do: an alist from a role, a symbol, to its rules.
 A rule is (KIND DECISION [PATTERNS]):

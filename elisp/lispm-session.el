@@ -43,6 +43,10 @@
 ;;   #+begin_example ... #+end_example     block (long ones folded)
 ;;   **** Changes                          what it changed in files: a
 ;;   #+begin_src diff ... #+end_src        hunk a change (see below)
+;;   ** Plan                               the agent's plan (the plan
+;;   :PROPERTIES: ... :END:                tool): TODO, DOING, DONE or
+;;   *** TODO A STEP                       CANCELLED items, which the
+;;                                         user may edit
 ;;   * Summary of turns 1-N                compaction's summary
 ;;   * Your message                        the input area: the draft
 ;;   WHAT THE USER TYPES                   is everything below it
@@ -196,6 +200,10 @@ A list of strings; nil for an agent of the user's.")
 (defconst lispm-session--input-regexp "^\\* Your message\\(?:[ \t].*\\)?$"
   "What finds the input area's heading.")
 
+(defconst lispm-session--plan-item-regexp
+  "\\`\\(TODO\\|DOING\\|DONE\\|CANCELLED\\)[ \t]+\\(.*\\)\\'"
+  "A plan item's heading text: its state, then its text.")
+
 (defconst lispm-session--heading-regexp "^\\(\\*+\\)\\(?:[ \t]+\\(.*\\)\\)?$"
   "An Org heading: its stars and its text.")
 
@@ -298,7 +306,7 @@ RULES the project's rules files the agent reads, each a link."
                       (lispm-session--encode-value (string-join callers " ")))
             "")
           (mapconcat (lambda (file) (lispm-session--rules-line file folder)) rules "")
-          "#+TODO: TODO | DONE CANCELLED\n"))
+          "#+TODO: TODO DOING | DONE CANCELLED\n"))
 
 ;;; Programs shown as Lisp
 
@@ -541,7 +549,7 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
              (sections (lispm-session--sections (point-min) end))
              (header (lispm-session--keywords (point-min)
                                               (if sections (nth 2 (car sections)) end)))
-             (items nil) (item nil) (step nil) (call nil))
+             (items nil) (item nil) (step nil) (call nil) (plan nil))
         (unless (assoc "LISPM_SESSION" header)
           (lispm-session--fail (point-min) "no #+LISPM_SESSION: line in the header"))
         (pcase-dolist (`(,level ,title ,start ,body ,body-end) sections)
@@ -554,7 +562,7 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
                     (rewound (member "REWOUND" (lispm-session--tags title)))
                     (turn (lispm-session--property properties "LISPM_TURN" start))
                     (summary (lispm-session--property properties "LISPM_SUMMARY" start)))
-               (setq step nil call nil)
+               (setq step nil call nil plan nil)
                (cond
                 ((and turn (string-match-p "\\`[0-9]+\\'" turn))
                  (setq item (list :turn (string-to-number turn) :archived (and archived t)
@@ -579,9 +587,19 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
             (2
              (unless (plist-member item :turn)
                (lispm-session--fail start "a second-level heading outside a turn"))
-             (setq step (list :text (lispm-session--read-prose body body-end) :calls nil)
-                   call nil)
-             (plist-put item :steps (append (plist-get item :steps) (list step))))
+             (if (assoc "LISPM_PLAN" (car (lispm-session--drawer-at body body-end)))
+                 (setq plan t step nil call nil)
+               (setq step (list :text (lispm-session--read-prose body body-end) :calls nil)
+                     call nil plan nil)
+               (plist-put item :steps (append (plist-get item :steps) (list step)))))
+            ((and level (guard (and plan (>= level 4)))))
+            ((and 3 (guard plan))
+             (plist-put item :plan
+                        (append (plist-get item :plan)
+                                (list (if (string-match lispm-session--plan-item-regexp title)
+                                          (list :state (intern (downcase (match-string 1 title)))
+                                                :text (match-string 2 title))
+                                        (list :state 'todo :text title))))))
             (3
              (unless step
                (lispm-session--fail start "a third-level heading outside a reply"))
@@ -1438,6 +1456,96 @@ not wait for git."
       (lispm-session-save buffer (format "session %s turn %d: %s" lispm-session-id
                                          lispm-session--turns
                                          (or lispm-session--first-line ""))))))
+
+;;; The plan
+
+(defconst lispm-session-plan-states '(todo doing done cancelled)
+  "The states of a plan's item, as its Org TODO keyword says.")
+
+(defun lispm-session-plan (buffer)
+  "Return the newest plan in BUFFER's session, as the document has it now.
+A list of (:state STATE :text TEXT), STATE one of
+`lispm-session-plan-states', in the document's order (the user may
+have edited, reordered, added or cancelled items); nil if no turn has
+a plan.  It is read back from the end: its cost does not grow with the
+turns before it."
+  (with-current-buffer buffer
+    (save-excursion
+      (save-restriction
+        (widen)
+        (let ((case-fold-search nil)
+              (end (lispm-session--transcript-end))
+              (plan nil))
+          (goto-char end)
+          (while (and (null plan) (re-search-backward "^\\*\\* Plan[ \t]*$" nil t))
+            (let ((start (point)))
+              (forward-line 1)
+              (when (looking-at "[ \t]*:PROPERTIES:")
+                (let ((stop (save-excursion
+                              (if (re-search-forward "^\\*\\{1,2\\}[ \t]" end t)
+                                  (match-beginning 0)
+                                end)))
+                      (items nil))
+                  (while (re-search-forward "^\\*\\*\\*[ \t]+\\(.*\\)$" stop t)
+                    (let ((title (string-trim-right (match-string-no-properties 1))))
+                      (push (if (string-match lispm-session--plan-item-regexp title)
+                                (list :state (intern (downcase (match-string 1 title)))
+                                      :text (match-string 2 title))
+                              (list :state 'todo :text title))
+                            items)))
+                  (setq plan (or (nreverse items) 'empty))))
+              (goto-char start)))
+          (and (listp plan) plan))))))
+
+(defun lispm-session--plan-region (turn-start turn-end)
+  "Return (BEG . END) of the plan between TURN-START and TURN-END, or nil."
+  (save-excursion
+    (goto-char turn-start)
+    (let ((case-fold-search nil) found)
+      (while (and (not found) (re-search-forward "^\\*\\* Plan[ \t]*$" turn-end t))
+        (let ((beg (match-beginning 0)))
+          (forward-line 1)
+          (when (looking-at "[ \t]*:PROPERTIES:")
+            (setq found (cons beg (if (re-search-forward "^\\*\\{1,2\\}[ \t]" turn-end t)
+                                      (match-beginning 0)
+                                    turn-end))))))
+      found)))
+
+(defun lispm-session-set-plan (buffer items)
+  "Make ITEMS the plan of the current turn in BUFFER's session, and save.
+ITEMS are (:state STATE :text TEXT).  The turn's plan is replaced where
+it is; a turn without one gets it first, before its replies.  Return
+the plan as the document then reads it back."
+  (with-current-buffer buffer
+    (save-excursion
+      (save-restriction
+        (widen)
+        (let* ((inhibit-read-only t)
+               (parsed (cdr (lispm-session--parse)))
+               (turn (car (last (cl-remove-if-not (lambda (item) (plist-get item :turn))
+                                                  parsed))))
+               (end (lispm-session--transcript-end))
+               (text (concat "** Plan\n"
+                             (lispm-session--drawer '(("LISPM_PLAN" . "t")))
+                             (mapconcat
+                              (lambda (item)
+                                (format "*** %s %s\n"
+                                        (upcase (symbol-name (plist-get item :state)))
+                                        (lispm-session--one-line (plist-get item :text) 200)))
+                              items ""))))
+          (unless turn
+            (lispm-signal 'lispm-session-error nil "The session has no turn yet"))
+          (if-let* ((region (lispm-session--plan-region (plist-get turn :start) end)))
+              (progn (delete-region (car region) (cdr region))
+                     (goto-char (car region)))
+            ;; First under the turn, before its replies: the calls and
+            ;; replies to come are added at the end.
+            (goto-char (plist-get turn :start))
+            (forward-line 1)
+            (goto-char (if (re-search-forward "^\\*\\*[ \t]" end t) (match-beginning 0) end)))
+          (insert text))))
+    (lispm-session-save buffer)
+    (lispm-session-plan buffer)))
 
 ;;; Marks of rewinds and reverts
 

@@ -78,6 +78,7 @@
 ;;   lispm-paste.el     pasting a due message into a composer
 ;;   lispm-session.el   the own agent's session: an Org file, committed to git
 ;;   lispm-memory.el    the own agent's memory: Org files in git; the remember tool
+;;   lispm-plan.el      the plan tool: the own agent's steps as Org TODO items
 ;;   lispm-turn.el      one turn of the own agent: its table, its calls, its sink, restarts
 ;;   lispm-run-lisp.el  the run_lisp tool: programs whose tool calls pass the policy
 ;;   lispm-helpers.el   helpers started from roles, and their retirement

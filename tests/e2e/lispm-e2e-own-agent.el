@@ -210,6 +210,25 @@ is a conflict, and nothing changes."
           (should (string-prefix-p "Summary of turns 2-3:"
                                    (plist-get (car (last messages)) :content))))))))
 
+;;; 3c: a plan the user edits
+
+(ert-deftest lispm-e2e-own-plan-the-user-edits ()
+  "The agent writes a plan; the user cancels a step; the next request has the edited plan."
+  (lispm-e2e-own-with (agent "project" (list (cons 'default (lispm-policy-rules 'default))))
+    (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "Plan the parser fix"))))
+    (should (equal (lispm-actor-step agent) "2/3 Write the test"))
+    (lispm)
+    (with-current-buffer "*LispM*"
+      (should (string-search "idle: 2/3 Write the test" (buffer-string))))
+    (with-current-buffer (lispm-own-agent-buffer agent)
+      (goto-char (point-min))
+      (should (re-search-forward "^\\*\\*\\* TODO Fix the colon case$" nil t))
+      (replace-match "*** CANCELLED Fix the colon case"))
+    (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "Thank you."))))
+    (let ((body (lispm-e2e-own--last-body "Thank you.")))
+      (should (string-search "[x] Read the parser\\n[>] Write the test\\n[-] Fix the colon case"
+                             body)))))
+
 ;;; 4: a denial is a result
 
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()

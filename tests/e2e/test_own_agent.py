@@ -70,6 +70,10 @@ def script() -> list[dict[str, Any]]:
         {"match": "Edit todo.txt while I wait", "steps": [
             edit("todo.txt", "one\n", "one NEVER\n"),
             {"say": "Done: {last_tool_result}"}]},
+        {"match": "Plan the parser fix", "steps": [
+            {"tool": "plan", "args": {"steps": ["[x] Read the parser", "[>] Write the test",
+                                                "Fix the colon case"]}},
+            {"say": "Planned: {last_tool_result}"}]},
         {"match": "Edit todo.txt if allowed", "steps": [
             edit("todo.txt", "two\n", "two DENIED\n"),
             {"say": "Understood: {last_tool_result}"}]},
@@ -135,7 +139,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     make_project(project, {"todo.txt": TODO})
     commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
-    assert_ert_passed(run, expected_tests=22)
+    assert_ert_passed(run, expected_tests=23)
     # The project's own git saw no commit and no ref from LispM.
     log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
                          capture_output=True, text=True, check=True).stdout

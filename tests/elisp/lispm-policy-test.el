@@ -52,6 +52,7 @@ In BODY, `folder' is a fresh directory (a truename, with a slash)."
 (ert-deftest lispm-policy-test-default-role-value ()
   (should (equal (eval (car (get 'lispm-policy-roles 'standard-value)) t)
                  '((default (read allow) (introspect allow) (message allow) (remember allow)
+                            (plan allow)
                             (edit ask) (shell ask) (eval ask) (network ask) (mcp ask)))))
   (should (eq (eval (car (get 'lispm-policy-default-role 'standard-value)) t) 'default))
   ;; The :type accepts the default and narrowed rules.
@@ -216,7 +217,7 @@ In BODY, `folder' is a fresh directory (a truename, with a slash)."
   (require 'lispm-tools)
   (require 'lispm-approvals)
   (should (equal lispm-policy-kinds
-                 '(read introspect edit shell eval network message remember mcp)))
+                 '(read introspect edit shell eval network message remember plan mcp)))
   (should (equal lispm-tools-kinds lispm-policy-kinds))
   ;; The options' types offer exactly these kinds, and nothing else.
   (let ((audit (get 'lispm-approvals-audit-automatic 'custom-type))
