@@ -322,13 +322,13 @@ Return nil; never signal."
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/search-tools)) params)
   "Find the tools and skills PARAMS' query names.
 The messaging tools are left out: an agent with an MCP server has its
-own `send_message', `ask_agent' and `reply' there."
+own `send_message', `ask_agent' and `reply' there; and the plan tool,
+as such an agent has no session to keep a plan in."
   (let ((agent (lispm-calls--agent params)))
-    (list :results (vconcat (cl-remove "message"
-                                       (lispm-tools-search (or (plist-get params :query) "")
-                                                           (lispm-actor-folder agent))
-                                       :key (lambda (found) (plist-get found :kind))
-                                       :test #'equal)))))
+    (list :results (vconcat (cl-remove-if
+                             (lambda (found) (member (plist-get found :kind) '("message" "plan")))
+                             (lispm-tools-search (or (plist-get params :query) "")
+                                                 (lispm-actor-folder agent)))))))
 
 (cl-defmethod lispm-sidecar-handle-request ((_method (eql 'emacs/skill)) params)
   "Load the skill PARAMS name for the agent they name.

@@ -54,6 +54,13 @@
                                     :results))))
       (should-not (member "send_message" names))
       (should-not (member "reply" names))
+      (require 'lispm-plan)
+      (should (lispm-tool-get "plan"))
+      (should-not (member "plan" (mapcar (lambda (found) (plist-get found :name))
+                                         (plist-get (lispm-sidecar-dispatch-request
+                                                     'emacs/search-tools
+                                                     '(:name "codex" :instance 1 :query "plan"))
+                                                    :results))))
       (should (member "read_file" (mapcar (lambda (found) (plist-get found :name))
                                           (plist-get (lispm-sidecar-dispatch-request
                                                       'emacs/search-tools
