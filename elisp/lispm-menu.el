@@ -159,6 +159,7 @@ started by the entry for any kind."
     ("A" "App Store" lispm-apps)]
    ["Resume"
     ("r" "A session of the own agent..." lispm-own-agent-resume)
+    ("M" "The model of an own agent..." lispm-own-agent-set-model)
     ("R" "The agents of the last Emacs..." lispm-resume-agents)]]
   [["Here"
     ("m" lispm-send-region :description lispm-menu--mention-description

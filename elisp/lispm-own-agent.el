@@ -739,6 +739,7 @@ the turn wrote, list the conflicts and change nothing."
   "C-c C-c" #'lispm-own-agent-send-input
   "C-c C-k" #'lispm-own-agent-interrupt
   "C-c C-r" #'lispm-own-agent-revert-turn
+  "C-c C-m" #'lispm-own-agent-set-model
   ;; lispm-rewind.el, autoloaded: it builds on this file.
   "C-c C-z" #'lispm-rewind)
 
@@ -749,10 +750,52 @@ that waits for approval, it allows it; with a prefix argument, it
 denies it); interrupt
 with \[lispm-own-agent-interrupt]; revert the turn at point with
 \[lispm-own-agent-revert-turn]; rewind to it, with a choice of how, or
-fork the session there, with \[lispm-rewind].
+fork the session there, with \[lispm-rewind]; switch the model with
+\[lispm-own-agent-set-model].
 
 \{lispm-own-agent-mode-map}"
   :lighter " LispM-Agent")
+
+;;; Switching the model
+
+;;;###autoload
+(defun lispm-own-agent-set-model (agent model)
+  "Make MODEL, a name of `lispm-models', AGENT's model from its next request.
+Any dialect to any other (Anthropic, Responses, Chat Completions): the
+history is the session's neutral messages, which the sidecar writes in
+each dialect, tool calls and results included.  The session's header
+says the model from now on, and each turn's drawer the model it began
+with.  A turn under way goes on with its model; the next one has the
+new.  Interactively, the agent of this session, or the one at point
+in the agent list, and MODEL read."
+  (interactive
+   (let ((agent (or (and (derived-mode-p 'tabulated-list-mode)
+                         (when-let* ((id (tabulated-list-get-id))
+                                     (found (and (stringp id) (lispm-agent-get id))))
+                           (and (lispm-own-agent-p found) found)))
+                    (lispm-own-agent-of-session)
+                    (let ((agents (cl-remove-if-not #'lispm-own-agent-p (lispm-agents))))
+                      (pcase agents
+                        ('nil (user-error "No own agent runs"))
+                        (`(,only) only)
+                        (_ (lispm-agent-get
+                            (completing-read "Own agent: "
+                                             (mapcar #'lispm-actor-name agents) nil t))))))))
+     (list agent (completing-read (format "Model of %s (now %s): " (lispm-actor-name agent)
+                                          (lispm-own-agent-model agent))
+                                  (mapcar #'car lispm-models) nil t))))
+  (unless (assoc model lispm-models)
+    (user-error "No model %s in `lispm-models'" model))
+  (let ((old (lispm-own-agent-model agent))
+        (buffer (lispm-own-agent-buffer agent)))
+    (setf (lispm-own-agent-model agent) model)
+    (when (buffer-live-p buffer)
+      (lispm-session-set-model buffer model)
+      (lispm-session-insert-note buffer (format "Model: %s, after %s%s" model old
+                                                (if (lispm-own-agent-busy-p agent)
+                                                    " (from the next turn)" ""))))
+    (message "LispM: %s's model is %s" (lispm-actor-name agent) model)
+    model))
 
 ;;; Compaction
 

@@ -1038,7 +1038,9 @@ all the same.  Return nil if BUFFER is dead."
            (line (lispm-session--one-line text 60)))
       (insert (format "* Turn %d%s\n" number (if (string-empty-p line) "" (concat ": " line)))
               (lispm-session--drawer `(("LISPM_TURN" . ,(number-to-string number))
-                                       ("LISPM_TIME" . ,(lispm-session--time))))
+                                       ("LISPM_TIME" . ,(lispm-session--time))
+                                       ,@(and lispm-session-model
+                                              `(("LISPM_MODEL" . ,lispm-session-model)))))
               (lispm-session--prose text))
       (setq lispm-session--turns number
             lispm-session--first-line (lispm-session--one-line text 72)
@@ -1456,6 +1458,33 @@ not wait for git."
       (lispm-session-save buffer (format "session %s turn %d: %s" lispm-session-id
                                          lispm-session--turns
                                          (or lispm-session--first-line ""))))))
+
+;;; The model
+
+(defun lispm-session-set-model (buffer model)
+  "Make MODEL, a name of `lispm-models', the model of BUFFER's session.
+The header says so from now on (a session resumed goes on with it);
+each turn's drawer keeps the model it began with.  Save and commit."
+  (with-current-buffer buffer
+    (let ((old lispm-session-model))
+      (save-excursion
+        (save-restriction
+          (widen)
+          (let ((inhibit-read-only t)
+                (case-fold-search t)
+                (line (format "#+LISPM_MODEL: %s" (lispm-session--encode-value model)))
+                (header-end (or (plist-get (cadr (lispm-session--parse)) :start)
+                                (lispm-session--transcript-end))))
+            (goto-char (point-min))
+            (if (re-search-forward "^#\\+LISPM_MODEL:.*$" header-end t)
+                (replace-match line t t)
+              (goto-char (point-min))
+              (if (re-search-forward "^#\\+LISPM_FOLDER:.*$" header-end t)
+                  (insert "\n" line)
+                (insert line "\n"))))))
+      (setq lispm-session-model model)
+      (lispm-session-save buffer (format "session %s: model %s, after %s"
+                                         lispm-session-id model (or old "none"))))))
 
 ;;; The plan
 

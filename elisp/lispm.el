@@ -143,6 +143,7 @@
 (autoload 'lispm-own-agent-revert-turn "lispm-own-agent" "Take back what a turn changed." t)
 (autoload 'lispm-own-agent-compact "lispm-own-agent" "Summarise a session's older turns." t)
 (autoload 'lispm-rewind "lispm-rewind" "Rewind a session to a turn, or fork it there." t)
+(autoload 'lispm-own-agent-set-model "lispm-own-agent" "Switch an own agent's model." t)
 ;; The inspector is an Org buffer: Org loads with the first one.
 (autoload 'lispm-inspect "lispm-inspect" "Show an agent whole, in its inspector." t)
 ;;;###autoload

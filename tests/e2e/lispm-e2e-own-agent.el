@@ -229,6 +229,31 @@ is a conflict, and nothing changes."
       (should (string-search "[x] Read the parser\\n[>] Write the test\\n[-] Fix the colon case"
                              body)))))
 
+;;; 3d: the model switched mid-session, across dialects
+
+(ert-deftest lispm-e2e-own-switch-model-across-dialects ()
+  "A tool call on Anthropic's dialect, then the model switched to Chat Completions."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
+    (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "Read notes.el please"))))
+    (with-current-buffer (lispm-own-agent-buffer agent)
+      (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "backup")))
+        (call-interactively (keymap-lookup lispm-own-agent-mode-map "C-c C-m"))))
+    (should (equal (lispm-own-agent-model agent) "backup"))
+    (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "What is my name?"))))
+    (let* ((request (car (last (lispm-e2e-own-requests "What is my name?"))))
+           (body (lispm-e2e-own-body request)))
+      ;; Chat Completions got the whole history: the call and its result.
+      (should (string-search "scripted-backup" body))
+      (should (string-search "\"tool_calls\"" body))
+      (should (string-search "\"role\":\"tool\"" body))
+      (should (string-search "Read notes.el please" body)))
+    (with-current-buffer (lispm-own-agent-buffer agent)
+      (let ((text (buffer-string)))
+        (should (string-match-p "^#\\+LISPM_MODEL: backup$" text))
+        (should (string-match-p ":LISPM_MODEL: scripted\n[^*]*\nRead notes.el please" text))
+        (should (string-match-p ":LISPM_MODEL: backup\n[^*]*\nWhat is my name" text))
+        (should (string-search ": Model: backup, after scripted" text))))))
+
 ;;; 4: a denial is a result
 
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()

@@ -64,7 +64,7 @@ No project is found, no approval waits, and the registry is empty."
                                                        entries))
                            (append '("s" "a" "h" "l" "p" "L")
                                    (and (fboundp 'lispm-inspect) '("i"))
-                                   '("A" "r" "R" "m" "S" "d"))))
+                                   '("A" "r" "M" "R" "m" "S" "d"))))
             (dolist (entry entries)
               (should (fboundp (nth 1 entry))))
             (should (eq (nth 1 (lispm-menu-test--entry "a" entries)) 'lispm-agent))
