@@ -82,6 +82,12 @@ the CLI's session id to resume, or t if it had none."))
   "Return ACTOR's policy role: its own, else `lispm-policy-default-role'."
   (or (lispm-actor-role actor) (lispm-agents--default-role)))
 
+(cl-defgeneric lispm-actor-usage (actor)
+  "Return what ACTOR used, (:input N :output N :cost C), or nil if unknown.
+The agent list shows it."
+  (ignore actor)
+  nil)
+
 (cl-defgeneric lispm-actor-step (actor)
   "Return the step ACTOR is at in its plan, a line of text, or nil.
 The agent list shows it beside the state."

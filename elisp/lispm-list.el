@@ -49,7 +49,7 @@
   (setq tabulated-list-format
         [("Name" 12 t) ("Kind" 8 t) ("Role" 10 t) ("Folder" 36 t) ("State" 30 t)
          ("Queued" 7 t :right-align t) ("MCP port" 8 t :right-align t)
-         ("Needs you" 30 t)])
+         ("Used" 16 t) ("Needs you" 30 t)])
   (setq tabulated-list-padding 1)
   (add-hook 'tabulated-list-revert-hook #'lispm-list--fill nil t)
   (tabulated-list-init-header))
@@ -93,10 +93,23 @@
                   (if-let* ((port (and (lispm-agent-p agent) (lispm-agent-port agent))))
                       (number-to-string port)
                     "")
+                  (if-let* ((usage (lispm-actor-usage agent)))
+                      (format "%s%s" (lispm-list--tokens (+ (plist-get usage :input)
+                                                            (plist-get usage :output)))
+                              (if (plist-get usage :cost)
+                                  (format " $%.2f" (plist-get usage :cost))
+                                ""))
+                    "")
                   (if-let* ((reasons (lispm-notice-reasons agent)))
                       (propertize (concat "! " (mapconcat #'cdr reasons ", "))
                                   'face 'lispm-list-needs-you)
                     "")))))
+
+(defun lispm-list--tokens (count)
+  "Return COUNT tokens in few characters: 950, 12.3k, 4.1M."
+  (cond ((< count 1000) (number-to-string count))
+        ((< count 1000000) (format "%.1fk" (/ count 1000.0)))
+        (t (format "%.1fM" (/ count 1000000.0)))))
 
 (defun lispm-list--fill ()
   "Fill the list from the registry."

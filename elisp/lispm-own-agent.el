@@ -86,6 +86,19 @@ Only models whose :window `lispm-models' gives are ever compacted
 automatically; `lispm-own-agent-compact' always runs."
   :type 'number)
 
+(defcustom lispm-own-agent-budget nil
+  "What an own agent may spend, or nil for no limit.
+A plist of any of :turn-tokens and :session-tokens (input and output
+tokens together) and :turn-cost and :session-cost (dollars, at the
+models' `:price' in `lispm-models').  Reaching one stops the turn
+before its next request, at the condition `lispm-turn-budget-exceeded',
+whose restarts raise the budget (for that agent) and go on, send the
+request to another model, or end the turn.
+`lispm-own-agent-set-budget' sets one agent's."
+  :type '(choice (const :tag "No limit" nil)
+                 (plist :options ((:turn-tokens natnum) (:session-tokens natnum)
+                                  (:turn-cost number) (:session-cost number)))))
+
 (defconst lispm-own-agent-compact-prompt
   "Summarise the conversation below for your own later use: the facts \
 learnt, the decisions made, the files changed and why, and what is left \
@@ -109,7 +122,13 @@ they are kept word for word."
   (awaited nil :documentation "Alist of the ids of the requests its calls waited on in an
 earlier Emacs, still open, to the agent each was asked of.")
   (compacting nil :documentation "While the older turns are summarised: the
-compaction's turn (`lispm-own-agent-summarize'), or t as it starts."))
+compaction's turn (`lispm-own-agent-summarize'), or t as it starts.")
+  (budget 'default :documentation "Its budget, as `lispm-own-agent-budget';
+`default': that option's.")
+  (spent-before nil :documentation "What its session's earlier turns used, as
+`lispm-session-usage' gives it, when its turn under way began.")
+  (used nil :documentation "What its session's turns used, as of its last turn's
+end (`lispm-session-usage'), or nil until then."))
 
 (defvar-local lispm-own-agent--session-of nil
   "The own agent whose session this buffer is.")
@@ -240,8 +259,66 @@ It runs after the agent is idle again, before what waits for it starts.")
 (defun lispm-own-agent--turn-keys (agent)
   "Return the keys `lispm-turn-start' gets for a turn of AGENT.
 AGENT is the turn's sink: what happens goes to its session."
+  (when-let* ((buffer (lispm-own-agent-buffer agent))
+              ((buffer-live-p buffer))
+              ((lispm-own-agent-budget-of agent)))
+    (setf (lispm-own-agent-spent-before agent) (lispm-session-usage buffer)))
   (list :system (lambda () (lispm-own-agent-system-prompt agent))
-        :sink agent))
+        :sink agent
+        :budget (lambda (turn) (lispm-own-agent--over-budget agent turn))))
+
+;;; Tokens, cost and the budget
+
+(defun lispm-own-agent-budget-of (agent)
+  "Return AGENT's budget, a plist as `lispm-own-agent-budget', or nil."
+  (let ((budget (lispm-own-agent-budget agent)))
+    (if (eq budget 'default) lispm-own-agent-budget budget)))
+
+(defun lispm-own-agent--over-budget (agent turn)
+  "Return why AGENT's TURN may not send its next request, or nil.
+As the slot `budget' of `lispm-turn' says: (:message M :reader R :raise F)."
+  (when-let* ((budget (lispm-own-agent-budget-of agent)))
+    (let* ((spent (lispm-turn-spent turn))
+           (before (or (lispm-own-agent-spent-before agent) '(:input 0 :output 0)))
+           (tokens (+ (plist-get spent :input) (plist-get spent :output)))
+           (cost (or (plist-get spent :cost) 0))
+           (checks
+            `((:turn-tokens ,tokens "tokens in this turn")
+              (:session-tokens ,(+ tokens (plist-get before :input) (plist-get before :output))
+                               "tokens in this session")
+              (:turn-cost ,cost "dollars in this turn")
+              (:session-cost ,(+ cost (or (plist-get before :cost) 0))
+                             "dollars in this session"))))
+      (cl-loop for (key used what) in checks
+               for limit = (plist-get budget key)
+               when (and limit (>= used limit))
+               return
+               (list :message (format "%s of %s %s: the budget (%s %s) is reached"
+                                      (lispm-actor-name agent)
+                                      (if (floatp used) (format "%.4f" used) used) what
+                                      key limit)
+                     :reader (lambda ()
+                               (read-number (format "New %s (now %s): " key limit)
+                                            (* 2 limit)))
+                     :raise (lambda (value)
+                              (unless (and (numberp value) (> value used))
+                                (user-error "The new budget must be over %s" used))
+                              (setf (lispm-own-agent-budget agent)
+                                    (plist-put (copy-sequence budget) key value))))))))
+
+;;;###autoload
+(defun lispm-own-agent-set-budget (agent budget)
+  "Set AGENT's BUDGET, a plist as `lispm-own-agent-budget', or nil for none.
+Interactively, read each limit; an empty answer leaves it out."
+  (interactive
+   (let ((agent (lispm-own-agent-current)))
+     (list agent
+           (cl-loop for key in '(:turn-tokens :session-tokens :turn-cost :session-cost)
+                    for answer = (string-trim (read-string (format "%s (empty: none): " key)))
+                    unless (string-empty-p answer)
+                    append (list key (string-to-number answer))))))
+  (setf (lispm-own-agent-budget agent) budget)
+  (message "LispM: %s's budget: %s" (lispm-actor-name agent) (or budget "none")))
 
 ;;; The session, the turn's sink
 
@@ -306,8 +383,13 @@ RECORDS are the changes CALL made, as the session records them."
     (lispm-condition-show turn)))
 
 (cl-defmethod lispm-turn-report ((agent lispm-own-agent) turn (_what (eql end)))
-  "Save and commit TURN's session, and start what waits for AGENT."
+  "Record what TURN used, save and commit its session; start what waits.
+AGENT is TURN's own agent."
   (when (buffer-live-p (lispm-turn-buffer turn))
+    (when (lispm-turn-number turn)
+      (lispm-session-record-usage (lispm-turn-buffer turn) (lispm-turn-number turn)
+                                  (lispm-turn-spent turn))
+      (setf (lispm-own-agent-used agent) (lispm-session-usage (lispm-turn-buffer turn))))
     (lispm-session-end-turn (lispm-turn-buffer turn)))
   (lispm-own-agent--turn-ended agent turn))
 
@@ -1228,6 +1310,13 @@ The turn keeps its current step's outcomes; its trace, every step's."
                                  (lispm-present-link 'file file (abbreviate-file-name file))))
     (lispm-inspect-line "- Id: " (or session "?"))
     (lispm-inspect-line "- Model: " (or model "?"))
+    (when-let* (((buffer-live-p buffer))
+                (usage (lispm-session-usage buffer))
+                ((> (plist-get usage :turns) 0)))
+      (lispm-inspect-line "- Used in this session: " (lispm-session-usage-line usage)
+                          (if-let* ((budget (lispm-own-agent-budget-of agent)))
+                              (format "; budget %S" budget)
+                            "")))
     (lispm-inspect-line
      (format "- Tokens: %s input in its last request%s, %d output in this Emacs's turns"
              (or (plist-get last-usage :input_tokens) "no")
@@ -1259,6 +1348,10 @@ The turn keeps its current step's outcomes; its trace, every step's."
                        (or (plist-get usage :input_tokens) "?")
                        (or (plist-get usage :output_tokens) "?"))
              "")))))))
+
+(cl-defmethod lispm-actor-usage ((agent lispm-own-agent))
+  "Return what AGENT's session used, as of its last turn's end, or nil."
+  (lispm-own-agent-used agent))
 
 (cl-defmethod lispm-actor-step ((agent lispm-own-agent))
   "Return the step AGENT is at in the plan of its session, or nil."

@@ -569,6 +569,8 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
                                   :rewound (and rewound t)
                                   :reverted (lispm-session--property
                                              properties "LISPM_REVERTED" start)
+                                  :usage (lispm-session--property
+                                          properties "LISPM_USAGE" start)
                                   :user (lispm-session--read-prose after body-end)
                                   :steps nil :start start)))
                 ((and summary (string-match-p "\\`[0-9]+\\'" summary))
@@ -1638,27 +1640,90 @@ A rewound turn stays in the document, and the model no longer sees it
                                        (mapconcat #'number-to-string numbers " ")
                                        (if on "rewound" "restored to the conversation")))))
 
+(defun lispm-session--set-turn-property (number name value)
+  "Make turn NUMBER's property NAME VALUE in the current buffer; nil: none."
+  (save-excursion
+    (save-restriction
+      (widen)
+      (let ((inhibit-read-only t)
+            (case-fold-search nil))
+        (goto-char (lispm-session--turn-start number))
+        (forward-line 1)
+        (let ((drawer-end (save-excursion (re-search-forward "^[ \t]*:END:[ \t]*$"))))
+          (when (re-search-forward (format "^[ \t]*:%s:.*\n" (regexp-quote name)) drawer-end t)
+            (replace-match "")))
+        (when value
+          (re-search-forward "^[ \t]*:END:[ \t]*$")
+          (goto-char (line-beginning-position))
+          (insert (format ":%s: %s\n" name (lispm-session--encode-value value))))))))
+
 (defun lispm-session-mark-reverted (buffer number reverted)
   "Record in BUFFER's session that what turn NUMBER changed is REVERTED.
 REVERTED is a time string, or nil: they are in place again.  The mark
 is the turn's `:LISPM_REVERTED:' property.  Save and commit."
   (with-current-buffer buffer
-    (save-excursion
-      (save-restriction
-        (widen)
-        (let ((inhibit-read-only t)
-              (start (lispm-session--turn-start number)))
-          (goto-char start)
-          (forward-line 1)
-          (let ((drawer-end (save-excursion (re-search-forward "^[ \t]*:END:[ \t]*$"))))
-            (when (re-search-forward "^[ \t]*:LISPM_REVERTED:.*\n" drawer-end t)
-              (replace-match "")))
-          (when reverted
-            (re-search-forward "^[ \t]*:END:[ \t]*$")
-            (goto-char (line-beginning-position))
-            (insert (format ":LISPM_REVERTED: %s\n" (lispm-session--encode-value reverted)))))))
+    (lispm-session--set-turn-property number "LISPM_REVERTED" reverted)
     (lispm-session-save buffer (format "session %s: turn %d %s" lispm-session-id number
                                        (if reverted "reverted" "reapplied")))))
+
+;;; Tokens and cost
+
+(defun lispm-session--usage-text (usage)
+  "Return USAGE, (:input N :output N :cost C), as a property writes it."
+  (format "%d %d%s" (plist-get usage :input) (plist-get usage :output)
+          (if (plist-get usage :cost) (format " %.6f" (plist-get usage :cost)) "")))
+
+(defun lispm-session--read-usage (text)
+  "Return the usage written as TEXT, a property's value, or nil."
+  (when (and text (string-match "\\`\\([0-9]+\\) \\([0-9]+\\)\\(?: \\([0-9.]+\\)\\)?\\'" text))
+    (list :input (string-to-number (match-string 1 text))
+          :output (string-to-number (match-string 2 text))
+          :cost (and (match-string 3 text) (string-to-number (match-string 3 text))))))
+
+(defun lispm-session-usage (buffer)
+  "Return the sum of what each turn of BUFFER's session used, a plist.
+\(:input N :output N :cost C :turns K): the tokens the turns' drawers
+record (`lispm-session-record-usage'), and their cost, nil if no turn
+had a price."
+  (with-current-buffer buffer
+    (let ((input 0) (output 0) (cost nil) (turns 0))
+      (dolist (item (cdr (lispm-session--parse)))
+        (when-let* ((usage (lispm-session--read-usage (plist-get item :usage))))
+          (cl-incf turns)
+          (cl-incf input (plist-get usage :input))
+          (cl-incf output (plist-get usage :output))
+          (when (plist-get usage :cost)
+            (setq cost (+ (or cost 0) (plist-get usage :cost))))))
+      (list :input input :output output :cost cost :turns turns))))
+
+(defun lispm-session-usage-line (usage)
+  "Return USAGE, as `lispm-session-usage' gives it, in words."
+  (format "%d input, %d output tokens%s" (plist-get usage :input) (plist-get usage :output)
+          (if (plist-get usage :cost) (format ", $%.4f" (plist-get usage :cost)) "")))
+
+(defun lispm-session-record-usage (buffer number usage)
+  "Record that turn NUMBER of BUFFER's session used USAGE.
+USAGE is (:input N :output N :cost C), C nil without a price: the
+turn's `:LISPM_USAGE:' property, and the header's `#+LISPM_USAGE:' the
+session's sum.  Saved with the turn's end."
+  (with-current-buffer buffer
+    (lispm-session--set-turn-property number "LISPM_USAGE" (lispm-session--usage-text usage))
+    (let ((line (format "#+LISPM_USAGE: %s"
+                        (lispm-session--encode-value
+                         (lispm-session-usage-line (lispm-session-usage buffer))))))
+      (save-excursion
+        (save-restriction
+          (widen)
+          (let ((inhibit-read-only t)
+                (case-fold-search t)
+                (header-end (or (plist-get (cadr (lispm-session--parse)) :start)
+                                (lispm-session--transcript-end))))
+            (goto-char (point-min))
+            (if (re-search-forward "^#\\+LISPM_USAGE:.*$" header-end t)
+                (replace-match line t t)
+              (goto-char (point-min))
+              (when (re-search-forward "^#\\+LISPM_FOLDER:.*$" header-end t)
+                (insert "\n" line)))))))))
 
 (defun lispm-session-time ()
   "Return the time now as the session's properties write it."

@@ -116,6 +116,8 @@
                     'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-interrupted "The user interrupted the turn"
                     'lispm-turn-failed)
+(lispm-define-error 'lispm-turn-budget-exceeded "The turn reached its budget"
+                    'lispm-turn-failed)
 (lispm-define-error 'lispm-turn-wait-ended "A call stopped waiting for its answer"
                     'lispm-for-the-model)
 ;; Its data: the call's result, then the request's id.
@@ -152,6 +154,12 @@ session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
   (restarts nil :documentation "When stopped: its `lispm-restart's, in order.")
   (interrupted nil :documentation "Non-nil once the user asked it to stop.")
   (usage nil :documentation "The newest usage the model reported, a plist.")
+  (spent (list :input 0 :output 0 :cost nil)
+         :documentation "What its requests used so far: tokens in and out, and
+their cost in dollars at the models' `:price' (nil while none has one).")
+  (budget nil :documentation "Nil, or a function of the turn returning nil while
+it may send its next request, else (:message M :reader R :raise F): why
+not, a function reading a new budget, and one of it that sets it.")
   (trace nil :documentation "What happened, newest first: (TIME WHAT DETAIL)."))
 
 (cl-defstruct (lispm-turn-call (:constructor lispm-turn-call-make) (:copier nil))
@@ -311,15 +319,17 @@ out, the list is the same each time."
     (if (= (length kept) (length plists)) plists kept)))
 
 (cl-defun lispm-turn-start (actor buffer number model messages
-                                  &key system sink (offered t))
+                                  &key system sink (offered t) budget)
   "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
 MODEL is a name in `lispm-models'; MESSAGES the conversation so far,
 the user's new words last.  SYSTEM is a function returning the system
 prompt; SINK is told what happens (`lispm-turn-report').  OFFERED nil
-offers the model no tools: the turn is one answer, as a compaction's."
+offers the model no tools: the turn is one answer, as a compaction's.
+BUDGET, if non-nil, is checked before each request (see the slot
+`budget' of `lispm-turn')."
   (let ((turn (lispm-turn--make :actor actor :buffer buffer :number number
                                 :model model :messages messages :system system
-                                :sink sink :offered offered)))
+                                :sink sink :offered offered :budget budget)))
     (lispm-turn--trace turn 'start number)
     (lispm-turn--enter turn 'request)
     turn))
@@ -330,6 +340,10 @@ offers the model no tools: the turn is one answer, as a compaction's."
    ((lispm-turn-interrupted turn)
     (lispm-turn--stop-request turn 'lispm-turn-interrupted
                               "Interrupted before the next request"))
+   ((when-let* ((budget (lispm-turn-budget turn))
+                (over (funcall budget turn)))
+      (lispm-turn--stop-budget turn over)
+      t))
    ((>= (lispm-turn-steps turn) lispm-turn-step-limit)
     (lispm-turn--stop turn 'lispm-turn-step-limit
                       (format "%d model requests in this turn, the limit"
@@ -387,7 +401,8 @@ offers the model no tools: the turn is one answer, as a compaction's."
                             :id (plist-get event :id)
                             :name (plist-get event :name)
                             :arguments (or (plist-get event :arguments) ""))))))
-      ("usage" (setf (lispm-turn-usage turn) event))
+      ("usage" (setf (lispm-turn-usage turn) event)
+       (lispm-turn--spend turn event))
       ("done" (setf (lispm-turn-stream turn) nil) (lispm-turn--answered turn event))
       ("error" (setf (lispm-turn-stream turn) nil) (lispm-turn--stream-failed turn event)))))
 
@@ -727,7 +742,7 @@ them with their numbers, and `lispm-turn-restart' chooses one."
   (name nil :documentation "A symbol, such as `retry' or `abort'.")
   (number nil :documentation "Its key in the condition buffer, 0 to 9, fixed by name:
 0 `retry', 1 `other-model', 2 `skip-tool', 3 `edit-args', 4 `abort',
-5 `more-fuel'.  Nil: the first free one.")
+5 `more-fuel', 6 `raise-budget'.  Nil: the first free one.")
   (description nil :documentation "What it does: a string, or a function of no
 arguments returning one.")
   (reader nil :documentation "Nil, or a function of no arguments that asks the user
@@ -815,6 +830,62 @@ BEFORE, if non-nil, is called with no arguments first."
    :function (lambda (_)
                (when before (funcall before))
                (lispm-turn--abort turn))))
+
+;;; Tokens, cost and the budget
+
+(defun lispm-turn-cost (model input output)
+  "Return the dollars INPUT and OUTPUT tokens cost on MODEL, or nil.
+MODEL's `:price' in `lispm-models' is (:input DOLLARS :output
+DOLLARS), per million tokens; without one, nil."
+  (when-let* ((price (plist-get (ignore-errors (lispm-model-get model)) :price)))
+    (/ (+ (* input (or (plist-get price :input) 0))
+          (* output (or (plist-get price :output) 0)))
+       1e6)))
+
+(defun lispm-turn--spend (turn usage)
+  "Add USAGE, a usage event of TURN's model, to what TURN spent."
+  (let* ((spent (lispm-turn-spent turn))
+         (input (or (plist-get usage :input_tokens) 0))
+         (output (or (plist-get usage :output_tokens) 0))
+         (cost (lispm-turn-cost (lispm-turn-model turn) input output)))
+    (setf (lispm-turn-spent turn)
+          (list :input (+ (plist-get spent :input) input)
+                :output (+ (plist-get spent :output) output)
+                :cost (if (or cost (plist-get spent :cost))
+                          (+ (or (plist-get spent :cost) 0) (or cost 0))
+                        nil)))))
+
+(defun lispm-turn--stop-budget (turn over)
+  "Stop TURN at its budget, for the reason in OVER, its budget function's answer.
+Its restarts raise the budget and go on, send the request to another
+model, or end the turn; nothing was sent, so nothing is cut mid-call."
+  (lispm-turn--stop
+   turn 'lispm-turn-budget-exceeded (plist-get over :message) nil
+   (list (lispm-restart-make
+          :name 'raise-budget :number 6
+          :description "Raise the budget, and send the request"
+          :reader (plist-get over :reader)
+          :function (lambda (value)
+                      (funcall (plist-get over :raise) value)
+                      (lispm-turn--enter turn 'request)))
+         (lispm-restart-make
+          :name 'other-model :number 1
+          :description (lambda ()
+                         (format "Send the request to another model (now %s; also: %s)"
+                                 (lispm-turn-model turn)
+                                 (string-join (lispm-turn--other-models turn) ", ")))
+          :reader (lambda ()
+                    (completing-read "Other model: " (lispm-turn--other-models turn) nil t))
+          :function (lambda (model)
+                      (lispm-model-get model)
+                      (setf (lispm-turn-model turn) model)
+                      ;; Past the budget still: it goes on once, on the
+                      ;; model chosen, and stops again at the next request.
+                      (let ((budget (lispm-turn-budget turn)))
+                        (setf (lispm-turn-budget turn) nil)
+                        (lispm-turn--enter turn 'request)
+                        (setf (lispm-turn-budget turn) budget))))
+         (lispm-turn-abort-restart turn))))
 
 ;;; Stopping
 

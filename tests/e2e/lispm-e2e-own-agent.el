@@ -254,6 +254,31 @@ is a conflict, and nothing changes."
         (should (string-match-p ":LISPM_MODEL: backup\n[^*]*\nWhat is my name" text))
         (should (string-search ": Model: backup, after scripted" text))))))
 
+;;; 3e: tokens, cost and a budget
+
+(ert-deftest lispm-e2e-own-budget-stops-at-a-restart ()
+  "A budget of one token stops the turn before its second request; raised, it goes on."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
+    (let ((lispm-own-agent-budget '(:turn-tokens 1))
+          (lispm-models (mapcar (lambda (model)
+                                  (append model '(:price (:input 3 :output 15))))
+                                lispm-models)))
+      (let ((turn (lispm-e2e-own-send agent "Read notes.el please")))
+        (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-budget-exceeded))
+        (should (= 1 (length (lispm-e2e-own-requests "Read notes.el please"))))
+        (should (> (plist-get (lispm-turn-spent turn) :input) 0))
+        (should (> (plist-get (lispm-turn-spent turn) :cost) 0))
+        (lispm-turn-restart turn 'raise-budget 1000000)
+        (lispm-e2e-own-settle agent)
+        (should (eq (lispm-turn-state turn) 'done))
+        (should (equal (lispm-own-agent-budget-of agent) '(:turn-tokens 1000000))))
+      (let ((usage (lispm-actor-usage agent)))
+        (should (> (plist-get usage :input) 0))
+        (should (> (plist-get usage :cost) 0)))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-match-p "^:LISPM_USAGE: [0-9]+ [0-9]+ [0-9.]+$" (buffer-string)))
+        (should (string-match-p "^#\\+LISPM_USAGE: .*input, [0-9]+ output tokens, \\$" (buffer-string)))))))
+
 ;;; 4: a denial is a result
 
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()

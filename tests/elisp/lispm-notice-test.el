@@ -57,7 +57,7 @@
   (with-temp-buffer
     (lispm-list-mode)
     (lispm-list--fill)
-    (aref (cadr (assoc (lispm-actor-name agent) tabulated-list-entries)) 7)))
+    (aref (cadr (assoc (lispm-actor-name agent) tabulated-list-entries)) 8)))
 
 (defun lispm-notice-test--show (buffer)
   "Show BUFFER in the selected window, as the user would, or nothing if nil."

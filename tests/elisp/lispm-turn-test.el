@@ -52,6 +52,19 @@
                                            (list :ok nil :error "out of fuel"
                                                  :condition 'lispm-lisp-fuel-exhausted))))))))
 
+(defvar lispm-turn-test--budget nil
+  "The tokens a test's turn may use, or nil for no budget.")
+
+(defun lispm-turn-test--over-budget (turn)
+  "Return why TURN may not go on, past `lispm-turn-test--budget', or nil."
+  (let ((spent (lispm-turn-spent turn)))
+    (when (and lispm-turn-test--budget
+               (>= (+ (plist-get spent :input) (plist-get spent :output))
+                   lispm-turn-test--budget))
+      (list :message "over the test's budget"
+            :reader (lambda () 1000)
+            :raise (lambda (value) (setq lispm-turn-test--budget value))))))
+
 (defvar lispm-turn-test--touched nil
   "Set when the tool that asks first ran.")
 
@@ -68,7 +81,8 @@ ended, SINK to its sink.  The actor is an own agent without a session."
   (declare (indent 2) (debug ((symbolp symbolp) form body)))
   `(lispm-test-in-folder
      (let ((lispm-policy-roles '((default (read allow))))
-           (lispm-models '(("scripted" :api anthropic :base-url "http://127.0.0.1:9" :model "m")
+           (lispm-models '(("scripted" :api anthropic :base-url "http://127.0.0.1:9" :model "m"
+                            :price (:input 3 :output 10))
                            ("backup" :api anthropic :base-url "http://127.0.0.1:9" :model "m")))
            (lispm-test-model-script ,script)
            (lispm-test-model-requests nil)
@@ -89,7 +103,8 @@ ended, SINK to its sink.  The actor is an own agent without a session."
                     (,(car spec) (lispm-turn-start
                                   agent nil 1 "scripted"
                                   (list (list :role "user" :content "Go"))
-                                  :sink ,(cadr spec))))
+                                  :sink ,(cadr spec)
+                                  :budget #'lispm-turn-test--over-budget)))
                (ignore ,(cadr spec))
                (setf (lispm-own-agent-turn agent) ,(car spec))
                (lispm-turn-test--settle ,(car spec))
@@ -357,6 +372,36 @@ ended, SINK to its sink.  The actor is an own agent without a session."
     (lispm-turn-end turn)
     (should (equal (cdr (car lispm-approvals--withdrawn)) "the turn was aborted"))
     (should (eq (lispm-turn-state turn) 'aborted))))
+
+;;; The budget
+
+(ert-deftest lispm-turn-test-a-budget-stops-before-the-next-request ()
+  (let ((lispm-turn-test--budget 100))
+    (lispm-turn-test--with (turn sink)
+        (list (append '((:type "usage" :input_tokens 90 :output_tokens 30))
+                      (lispm-turn-test--call "c1" "lispm_turn_test_check" "{\"ok\": \"yes\"}"))
+              lispm-turn-test--hello)
+      ;; The call ran; the next request was not sent.
+      (should (= lispm-turn-test--checks 1))
+      (should (= (length lispm-test-model-requests) 1))
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-budget-exceeded))
+      (should (equal (lispm-turn-available-restarts turn) '(raise-budget other-model abort)))
+      (should (equal (lispm-turn-spent turn) '(:input 90 :output 30 :cost 0.00057)))
+      (lispm-turn-test--restart turn 'raise-budget 1000)
+      (should (= lispm-turn-test--budget 1000))
+      (should (eq (lispm-turn-state turn) 'done))
+      (should (= (length lispm-test-model-requests) 2)))))
+
+(ert-deftest lispm-turn-test-a-budget-abort-ends-the-turn ()
+  (let ((lispm-turn-test--budget 10))
+    (lispm-turn-test--with (turn sink)
+        (list (append '((:type "usage" :input_tokens 90 :output_tokens 30))
+                      (lispm-turn-test--call "c1" "lispm_turn_test_check" "{\"ok\": \"yes\"}"))
+              lispm-turn-test--hello)
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-budget-exceeded))
+      (lispm-turn-test--restart turn 'abort)
+      (should (eq (lispm-turn-state turn) 'aborted))
+      (should (= (length lispm-test-model-requests) 1)))))
 
 ;;; The condition buffer
 
