@@ -279,6 +279,32 @@ is a conflict, and nothing changes."
         (should (string-match-p "^:LISPM_USAGE: [0-9]+ [0-9]+ [0-9.]+$" (buffer-string)))
         (should (string-match-p "^#\\+LISPM_USAGE: .*input, [0-9]+ output tokens, \\$" (buffer-string)))))))
 
+;;; 3f: local servers' quirks never kill a turn
+
+(ert-deftest lispm-e2e-own-local-server-quirks ()
+  "Each quirk of a local server, a mode of the gateway: the read still runs, the turn ends."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
+    (let* ((gateway (getenv "LISPM_E2E_GATEWAY"))
+           (quirks '("text-calls" "bare-json" "no-ids" "object-args" "no-usage" "reasoning"
+                     "odd-finish"))
+           (lispm-models (append lispm-models
+                                 (mapcar (lambda (quirk)
+                                           (list (concat "local-" quirk) :api 'chat
+                                                 :base-url (concat gateway "/v1")
+                                                 :model (concat "local " quirk)))
+                                         quirks))))
+      (dolist (quirk quirks)
+        (lispm-own-agent-set-model agent (concat "local-" quirk))
+        (let ((turn (lispm-e2e-own-send agent (format "Read notes.el please (%s)" quirk))))
+          (ert-info ((format "quirk %s" quirk))
+            (should (eq (lispm-turn-state turn) 'done))
+            (should (string-search "notes-parse-header"
+                                   (car (lispm-e2e-tool-results
+                                         "chat" (format "(%s)" quirk) "read_file"))))
+            (with-current-buffer (lispm-own-agent-buffer agent)
+              (should-not (string-search "thinking aloud" (buffer-string)))
+              (should-not (string-search "<tool_call>" (buffer-string))))))))))
+
 ;;; 4: a denial is a result
 
 (ert-deftest lispm-e2e-own-denied-edit-is-a-result ()

@@ -522,3 +522,59 @@ def test_chat_assembles_calls_by_index_and_passes_malformed_arguments_raw() -> N
     assert list(cut.finish()) == []
     assert list(cut.feed("", "[DONE]")) == [
         Failed("the stream ended ([DONE]) before the answer finished")]
+
+
+def _chat_parts(chunks: list[dict[str, Any]]) -> list[Any]:
+    """Every part a Chat Completions parser gives for CHUNKS, then `[DONE]`."""
+    parser = chat.Parser()
+    parts = [part for chunk in chunks for part in parser.feed("", orjson.dumps(chunk).decode())]
+    return parts + list(parser.feed("", "[DONE]"))
+
+
+def _delta(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def test_local_servers_calls_written_as_text_become_calls() -> None:
+    # Qwen's and Hermes's template, split across chunks anywhere, text around it.
+    text = ('Let me look. <tool_call>{"name": "read_file", "arguments": {"path": "a.el"}}'
+            '</tool_call> and <tool_call>{"name": "grep", "arguments": {"pattern": "x"}}'
+            '</tool_call>')
+    parts = _chat_parts([_delta({"content": text[i:i + 7]}) for i in range(0, len(text), 7)]
+                        + [_delta({}, "stop")])
+    texts = "".join(p.text for p in parts if isinstance(p, Text))
+    calls = [p for p in parts if isinstance(p, CallPart)]
+    assert texts == "Let me look.  and "
+    assert [(c.name, orjson.loads(c.arguments)) for c in calls] == [
+        ("read_file", {"path": "a.el"}), ("grep", {"pattern": "x"})]
+    assert len({c.id for c in calls}) == 2 and all(c.id.startswith("call_") for c in calls)
+    assert parts[-1] == Done("tool_use")
+    # The whole content one bare JSON call.
+    parts = _chat_parts([_delta({"content": '{"name": "list_files", '}),
+                         _delta({"content": '"parameters": {"path": "."}}'}), _delta({}, "eos")])
+    assert [(p.name, p.arguments) for p in parts if isinstance(p, CallPart)] == [
+        ("list_files", '{"path":"."}')]
+    assert parts[-1] == Done("tool_use")
+    # JSON that is no call stays text, whole; a broken tag too.
+    parts = _chat_parts([_delta({"content": '{"answer": 42}'}), _delta({}, "stop")])
+    assert parts == [Text('{"answer": 42}'), Done("end_turn")]
+    parts = _chat_parts([_delta({"content": "<tool_call>not json</tool_call>"}),
+                         _delta({}, "stop")])
+    assert parts == [Text("<tool_call>not json</tool_call>"), Done("end_turn")]
+
+
+def test_local_servers_ids_objects_reasoning_and_finish_reasons() -> None:
+    parts = _chat_parts([
+        _delta({"reasoning_content": "I should read it."}),
+        _delta({"content": "<think>hidden</think>Reading."}),
+        _delta({"tool_calls": [{"index": 0, "function": {"name": "read_file",
+                                                          "arguments": {"path": "b"}}}]}),
+        _delta({}, "tool")])
+    calls = [p for p in parts if isinstance(p, CallPart)]
+    assert "".join(p.text for p in parts if isinstance(p, Text)) == "Reading."
+    assert [(c.name, c.arguments) for c in calls] == [("read_file", '{"path":"b"}')]
+    assert calls[0].id.startswith("call_") and calls[0].id != "call_0"
+    assert parts[-1] == Done("tool_use")
+    # An unknown finish without calls ends the turn; no usage is no usage.
+    assert _chat_parts([_delta({"content": "Hi"}), _delta({}, "eos")]) == [
+        Text("Hi"), Done("end_turn")]

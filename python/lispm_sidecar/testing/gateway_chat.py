@@ -6,10 +6,16 @@ sent after every tool result), its `[Sun 2026-11-29 22:33 UTC] ` prefix and
 `Runtime: agent=…` suffix; Hermes's tool-less side requests for a title
 ("Generate a short, descriptive title") and for its smart-approval reviewer
 ("You are a security reviewer"), which gets `ESCALATE` so the user decides.
+
+And the quirks of local servers and the models they run (llama.cpp,
+Ollama, vLLM, LM Studio), each a mode a model's name turns on when it
+holds the mode's name (`QUIRKS`): a test asks for `local text-calls` to
+get calls written as `<tool_call>` text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -113,6 +119,23 @@ def offered(tools: Any) -> list[OfferedTool]:
     return result
 
 
+#: The quirks of local servers, by the word in a model's name that asks for one.
+QUIRKS = {
+    "text-calls": "calls written as <tool_call>{...}</tool_call> in the content",
+    "bare-json": "one call written as the whole content, a bare JSON object",
+    "no-ids": "calls streamed without an id",
+    "object-args": "arguments sent as a JSON object, not its text",
+    "no-usage": "no usage, even when asked for",
+    "reasoning": "reasoning_content and a <think> block before the answer",
+    "odd-finish": "finish reason `eos` instead of OpenAI's",
+}
+
+
+def quirks(model: str) -> frozenset[str]:
+    """The quirks the model's name asks for."""
+    return frozenset(name for name in QUIRKS if name in model)
+
+
 def _usage(input_tokens: int, output_tokens: int) -> Json:
     return {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens}
@@ -148,19 +171,32 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         await send_sse(resp, {**base, "choices": [choice]})
 
+    quirky = quirks(ex.model)
     await send({"role": "assistant", "content": ""})
+    if "reasoning" in quirky:
+        await send({"reasoning_content": "Let me think about it."})
+        await send({"content": "<think>thinking aloud</think>"})
     for piece in pieces(reply):
         await pacer.tick()
         await send({"content": piece})
-    for index, call in enumerate(reply.calls):
-        await pacer.tick()
-        head = {"index": index, "id": new_id("call"), "type": "function",
-                "function": {"name": call.name, "arguments": ""}}
-        await send({"tool_calls": [head]})
-        args = call.wire_args()
-        await send({"tool_calls": [{"index": index, "function": {"arguments": args}}]})
-    await send({}, _finish(reply))
-    if ex.include_usage:
+    if "text-calls" in quirky or ("bare-json" in quirky and len(reply.calls) == 1):
+        for call in reply.calls:
+            written = json.dumps({"name": call.name, "arguments": call.args})
+            await send({"content": written if "bare-json" in quirky
+                        else f"<tool_call>{written}</tool_call>"})
+    else:
+        for index, call in enumerate(reply.calls):
+            await pacer.tick()
+            head: Json = {"index": index, "type": "function",
+                          "function": {"name": call.name, "arguments": ""}}
+            if "no-ids" not in quirky:
+                head["id"] = new_id("call")
+            await send({"tool_calls": [head]})
+            args: Any = call.args if "object-args" in quirky else call.wire_args()
+            await send({"tool_calls": [{"index": index, "function": {"arguments": args}}]})
+    await send({}, "eos" if "odd-finish" in quirky
+               else "stop" if quirky & {"text-calls", "bare-json"} else _finish(reply))
+    if ex.include_usage and "no-usage" not in quirky:
         await send_sse(resp, {**base, "choices": [],
                               "usage": _usage(input_tokens, tokens(reply.text))})
     await send_sse(resp, b"[DONE]")
