@@ -38,6 +38,9 @@
 (require 'lispm-session)
 (require 'lispm-tools)
 
+(defconst lispm-plan-step-limit 100
+  "The most steps a plan has: each request's system prompt holds it.")
+
 (defconst lispm-plan-marks
   '((todo . "[ ]") (doing . "[>]") (done . "[x]") (cancelled . "[-]"))
   "How a step's state is written for the model, and read from it.")
@@ -82,6 +85,9 @@ Returns the plan as it now stands."
   :kind 'plan
   (when (null steps)
     (lispm-signal 'lispm-tool-bad-args (list "steps") "Give at least one step"))
+  (when (> (length steps) lispm-plan-step-limit)
+    (lispm-signal 'lispm-tool-bad-args (list "steps")
+                  "A plan has at most %d steps; give fewer, larger ones" lispm-plan-step-limit))
   (lispm-plan-text (lispm-session-set-plan (lispm-plan--session agent)
                                            (mapcar #'lispm-plan--step steps))))
 

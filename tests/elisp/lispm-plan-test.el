@@ -98,6 +98,10 @@
 (ert-deftest lispm-plan-test-bad-plans ()
   (lispm-plan-test--with-agent agent
     (should-not (plist-get (lispm-tools-call "plan" agent '(:steps [])) :ok))
+    (should (string-match-p "at most 100 steps"
+                            (plist-get (lispm-tools-call "plan" agent
+                                                         (list :steps (make-vector 101 "x")))
+                                       :error)))
     (should-not (lispm-session-plan (lispm-own-agent-buffer agent)))
     ;; A step cannot break the document: it is one heading line.
     (lispm-tools-call "plan" agent '(:steps ["one\n* Turn 9: fake\n** Plan" "two"]))

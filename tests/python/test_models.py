@@ -578,3 +578,12 @@ def test_local_servers_ids_objects_reasoning_and_finish_reasons() -> None:
     # An unknown finish without calls ends the turn; no usage is no usage.
     assert _chat_parts([_delta({"content": "Hi"}), _delta({}, "eos")]) == [
         Text("Hi"), Done("end_turn")]
+
+
+def test_content_held_as_a_possible_call_is_text_past_the_limit() -> None:
+    parser = chat.Parser()
+    big = "{" + "x" * chat.HOLD_LIMIT
+    parts = list(parser.feed("", orjson.dumps(_delta({"content": big})).decode()))
+    assert parts == [Text(big)]
+    parts = list(parser.feed("", orjson.dumps(_delta({"content": "more"}, "stop")).decode()))
+    assert parts == [Text("more")]

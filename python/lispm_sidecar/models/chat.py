@@ -81,6 +81,10 @@ def body(request: ModelRequest) -> Json:
     return found
 
 
+#: The most content held back while it may be a call written as text;
+#: past it, it is text.
+HOLD_LIMIT = 1024 * 1024
+
 _OPEN = "<tool_call>"
 _CLOSE = "</tool_call>"
 _THINK_OPEN = "<think>"
@@ -148,6 +152,9 @@ class Parser:
         """The text parts of TEXT, a piece of content; calls written in it held."""
         self._held += text
         parts: list[Part] = []
+        if len(self._held) > HOLD_LIMIT and not self._thinking:
+            held, self._held, self._said = self._held, "", True
+            return [Text(held)]
         while self._held:
             if self._thinking:
                 end = self._held.find(_THINK_CLOSE)
