@@ -1092,19 +1092,19 @@ a result that comes later starts nothing."
 
 ;;; A turn cut off while it waited
 
-(cl-defun lispm-turn-rebuild (actor buffer waiting model &key system sink)
+(cl-defun lispm-turn-rebuild (actor buffer waiting model &key system sink budget)
   "Make again the turn of ACTOR that ended while it waited for answers.
 BUFFER is the session's buffer and WAITING what
 `lispm-session-waiting-step' found in it: the turn's number, its
 conversation up to the reply that made the calls, and the calls.  A
 call with a result has it as its outcome; one with a request waits on
 it; any other did not run, and gets the result that says so.  MODEL,
-SYSTEM and SINK are as for `lispm-turn-start'.  Return the
+SYSTEM, SINK and BUDGET are as for `lispm-turn-start'.  Return the
 turn, in state `tools': once the last wait ends (`lispm-turn-answer'),
 it goes on as any turn, and asks the model again."
   (let ((turn (lispm-turn--make
                :actor actor :buffer buffer :number (plist-get waiting :turn)
-               :model model :system system :sink sink
+               :model model :system system :sink sink :budget budget
                :state 'tools :steps (plist-get waiting :steps)
                :messages (plist-get waiting :messages)
                :recorded (lispm-session-turn-changes buffer (plist-get waiting :turn)))))

@@ -347,6 +347,7 @@ See `lispm-secrets-test--call-with-planted'."
     ("list_files" nil (:path ".ssh") (:path "run") (:pattern "*token*"))
     ("grep" (:pattern "planted") (:pattern "password" :path ".authinfo")
      (:pattern "PRIVATE|planted" :path ".ssh") (:pattern "sk-ant|hunter2|planted"))
+    ("plan" (:steps ["Read notes.txt" "[x] Look for planted"]))
     ("variable_value" (:name "process-environment") (:name "Process-Environment")
      (:name "initial-environment") (:name "auth-source-netrc-cache")
      (:name "auth-source--session-nonce") (:name "password-data") (:name "lispm-models")
