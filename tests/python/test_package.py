@@ -78,8 +78,8 @@ def test_package_installs_and_runs_in_a_clean_emacs(tmp_path: Path) -> None:
     installed = next(line.split(" ", 1)[1] for line in output.splitlines()
                      if line.startswith("installed-in "))
     assert installed.startswith(str(home / "elpa" / "lispm-0.1.0"))
-    assert ('list-columns ("Name" "Kind" "Role" "Folder" "State" "Queued" "MCP port" "Used" "Needs you")'
-            in output)
+    assert ('list-columns ("Name" "Kind" "Role" "Folder" "State" "Queued" "MCP port" "Used"'
+            ' "Needs you")' in output)
     assert f"sidecar-source {installed}/python/" in output
     assert 'ping (:from "package")' in output
     assert "doctor-buffer *LispM Doctor*" in output
