@@ -765,8 +765,10 @@ for its argument.")
   "Return the names of the models of `lispm-models' but TURN's."
   (remove (lispm-turn-model turn) (lispm-model-names)))
 
-(defun lispm-turn--other-model-restart (turn)
-  "Return the restart `other-model' of TURN: its request, to another model."
+(defun lispm-turn--other-model-restart (turn &optional go-on)
+  "Return the restart `other-model' of TURN: its request, to another model.
+GO-ON, a function of TURN, sends it once the model is set; by default
+the failed request is sent again (`lispm-turn--retry-request')."
   (lispm-restart-make
    :name 'other-model :number 1
    :description (lambda ()
@@ -778,7 +780,7 @@ for its argument.")
    :function (lambda (model)
                (lispm-model-get model)
                (setf (lispm-turn-model turn) model)
-               (lispm-turn--retry-request turn))))
+               (funcall (or go-on #'lispm-turn--retry-request) turn))))
 
 (defun lispm-turn-skip-restart (turn &optional then)
   "Return the restart `skip-tool' of TURN: the failure is the call's result.
@@ -868,23 +870,14 @@ model, or end the turn; nothing was sent, so nothing is cut mid-call."
           :function (lambda (value)
                       (funcall (plist-get over :raise) value)
                       (lispm-turn--enter turn 'request)))
-         (lispm-restart-make
-          :name 'other-model :number 1
-          :description (lambda ()
-                         (format "Send the request to another model (now %s; also: %s)"
-                                 (lispm-turn-model turn)
-                                 (string-join (lispm-turn--other-models turn) ", ")))
-          :reader (lambda ()
-                    (completing-read "Other model: " (lispm-turn--other-models turn) nil t))
-          :function (lambda (model)
-                      (lispm-model-get model)
-                      (setf (lispm-turn-model turn) model)
-                      ;; Past the budget still: it goes on once, on the
-                      ;; model chosen, and stops again at the next request.
-                      (let ((budget (lispm-turn-budget turn)))
-                        (setf (lispm-turn-budget turn) nil)
-                        (lispm-turn--enter turn 'request)
-                        (setf (lispm-turn-budget turn) budget))))
+         (lispm-turn--other-model-restart
+          turn (lambda (turn)
+                 ;; Past the budget still: it goes on once, on the model
+                 ;; chosen, and stops again at the next request.
+                 (let ((budget (lispm-turn-budget turn)))
+                   (setf (lispm-turn-budget turn) nil)
+                   (lispm-turn--enter turn 'request)
+                   (setf (lispm-turn-budget turn) budget))))
          (lispm-turn-abort-restart turn))))
 
 ;;; Stopping

@@ -392,6 +392,20 @@ ended, SINK to its sink.  The actor is an own agent without a session."
       (should (eq (lispm-turn-state turn) 'done))
       (should (= (length lispm-test-model-requests) 2)))))
 
+(ert-deftest lispm-turn-test-a-budget-other-model-sends-once ()
+  (let ((lispm-turn-test--budget 100))
+    (lispm-turn-test--with (turn sink)
+        (list (append '((:type "usage" :input_tokens 90 :output_tokens 30))
+                      (lispm-turn-test--call "c1" "lispm_turn_test_check" "{\"ok\": \"yes\"}"))
+              lispm-turn-test--hello)
+      (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-budget-exceeded))
+      (lispm-turn-test--restart turn 'other-model "backup")
+      ;; One request, to the model chosen; the budget is checked again after.
+      (should (equal (car lispm-turn-test--models) "backup"))
+      (should (eq (lispm-turn-state turn) 'done))
+      (should (= (length lispm-test-model-requests) 2))
+      (should (lispm-turn-budget turn)))))
+
 (ert-deftest lispm-turn-test-a-budget-abort-ends-the-turn ()
   (let ((lispm-turn-test--budget 10))
     (lispm-turn-test--with (turn sink)
