@@ -1310,8 +1310,8 @@ The turn keeps its current step's outcomes; its trace, every step's."
                                  (lispm-present-link 'file file (abbreviate-file-name file))))
     (lispm-inspect-line "- Id: " (or session "?"))
     (lispm-inspect-line "- Model: " (or model "?"))
-    (when-let* (((buffer-live-p buffer))
-                (usage (lispm-session-usage buffer))
+    ;; As of the last turn's end: a redraw never parses the session.
+    (when-let* ((usage (lispm-own-agent-used agent))
                 ((> (plist-get usage :turns) 0)))
       (lispm-inspect-line "- Used in this session: " (lispm-session-usage-line usage)
                           (if-let* ((budget (lispm-own-agent-budget-of agent)))

@@ -275,6 +275,8 @@ is a conflict, and nothing changes."
       (let ((usage (lispm-actor-usage agent)))
         (should (> (plist-get usage :input) 0))
         (should (> (plist-get usage :cost) 0)))
+      (should (string-match-p "^- Used in this session: [0-9]+ input, [0-9]+ output tokens, \\$"
+                              (with-current-buffer (lispm-inspect agent) (buffer-string))))
       (with-current-buffer (lispm-own-agent-buffer agent)
         (should (string-match-p "^:LISPM_USAGE: [0-9]+ [0-9]+ [0-9.]+$" (buffer-string)))
         (should (string-match-p "^#\\+LISPM_USAGE: .*input, [0-9]+ output tokens, \\$" (buffer-string)))))))
