@@ -24,7 +24,9 @@
 ;;
 ;; REQUEST is a plist: :system, a string; :messages, neutral messages
 ;; (plists with :role "user", "assistant" or "tool"); :tools, plists
-;; (:name :description :parameters).  HANDLER is called with each
+;; (:name :description :parameters); :conversation, a name under which
+;; the sidecar keeps the history, so that the next request of the same
+;; conversation sends only what changed (see "What the sidecar holds").  HANDLER is called with each
 ;; event, a plist whose :type is one of:
 ;;
 ;;   "text"       :text, a piece of the answer
@@ -194,6 +196,62 @@ values converted; any other list becomes a vector."
         ((vectorp value) (vconcat (mapcar #'lispm-model--json value)))
         (t value)))
 
+;;; What the sidecar holds
+
+;; A session's history can be megabytes, and formatting it all for the
+;; link at each request would cost Emacs in proportion.  The sidecar
+;; keeps each conversation (python/lispm_sidecar/models/conversations.py);
+;; Emacs remembers what it last sent of each, and sends the messages from
+;; the first that differs (an edit of the session anywhere counts), and
+;; the system prompt and the tools only when they changed.
+
+(defvar lispm-model--conversations (make-hash-table :test #'equal)
+  "What the sidecar holds of each conversation, as Emacs sent it, by name.
+Each value is (REVISION SYSTEM TOOLS MESSAGES).")
+
+(defvar lispm-model--revision 0
+  "The newest revision of a conversation sent.")
+
+(defun lispm-model--same-length (held messages)
+  "Return how many of MESSAGES, from the first, are those of HELD."
+  (let ((count 0))
+    ;; `equal' answers at once for the same object: within a turn the
+    ;; messages sent before are, so this costs a step nothing like the
+    ;; history's size.
+    (while (and held messages (equal (car held) (car messages)))
+      (setq held (cdr held) messages (cdr messages) count (1+ count)))
+    count))
+
+(defun lispm-model--history-params (request whole)
+  "Return the params of REQUEST's system prompt, tools and messages.
+With a :conversation the sidecar holds, and unless WHOLE, only what
+changed since it was last sent; the sidecar will hold this revision."
+  (let* ((conversation (plist-get request :conversation))
+         (system (or (plist-get request :system) ""))
+         (tools (plist-get request :tools))
+         (messages (plist-get request :messages))
+         (held (and conversation (not whole)
+                    (gethash conversation lispm-model--conversations)))
+         (keep (if held (lispm-model--same-length (nth 3 held) messages) 0)))
+    (append
+     (when conversation
+       (let ((revision (cl-incf lispm-model--revision)))
+         (puthash conversation (list revision system tools messages)
+                  lispm-model--conversations)
+         (list :conversation conversation :revision revision)))
+     (and held (list :since (car held) :keep keep))
+     (unless (and held (equal system (nth 1 held)))
+       (list :system system))
+     (unless (and held (equal tools (nth 2 held)))
+       (list :tools (vconcat (mapcar #'lispm-model--json tools))))
+     (list :messages (vconcat (mapcar #'lispm-model--json (nthcdr keep messages)))))))
+
+(defun lispm-model--forget-conversations ()
+  "Forget what the sidecar held: it is gone."
+  (clrhash lispm-model--conversations))
+
+(add-hook 'lispm-sidecar-exited-hook #'lispm-model--forget-conversations)
+
 ;;; Streams
 
 (cl-defstruct (lispm-model--stream (:constructor lispm-model--stream-make) (:copier nil))
@@ -235,39 +293,28 @@ values converted; any other list becomes a vector."
 
 (defun lispm-model-stream (model request handler)
   "Stream the answer of MODEL, a name in `lispm-models', to REQUEST.
-REQUEST is a plist (:system :messages :tools); HANDLER is called with
-each event (see the Commentary).  Return the stream's id.  Signal
-`lispm-model-unknown' or `lispm-model-no-key' before anything is sent,
-and the sidecar's error if it cannot be started (no stream is then
-under way); every later failure reaches HANDLER as an \"error\" event."
+REQUEST is a plist (:system :messages :tools :conversation); HANDLER
+is called with each event (see the Commentary).  Return the stream's
+id.  Signal `lispm-model-unknown' or `lispm-model-no-key' before
+anything is sent, and the sidecar's error if it cannot be started (no
+stream is then under way); every later failure reaches HANDLER as an
+\"error\" event."
   (let* ((properties (lispm-model-get model))
          (key (lispm-model--key model properties))
          (id (format "S%d" (cl-incf lispm-model--counter)))
          (stream (lispm-model--stream-make :id id :handler handler))
          (key-file (and key (lispm-model--key-file key)))
-         (params (append
-                  (list :stream id
-                        :api (symbol-name (plist-get properties :api))
-                        :base_url (plist-get properties :base-url)
-                        :model (plist-get properties :model)
-                        :system (or (plist-get request :system) "")
-                        :messages (vconcat (mapcar #'lispm-model--json
-                                                   (plist-get request :messages)))
-                        :tools (vconcat (mapcar #'lispm-model--json
-                                                (plist-get request :tools)))
-                        :max_tokens (or (plist-get properties :max-tokens) 8192))
-                  (and key-file (list :key_file key-file)))))
+         (base (append
+                (list :stream id
+                      :api (symbol-name (plist-get properties :api))
+                      :base_url (plist-get properties :base-url)
+                      :model (plist-get properties :model)
+                      :max_tokens (or (plist-get properties :max-tokens) 8192))
+                (and key-file (list :key_file key-file)))))
     (puthash id stream lispm-model--streams)
     (lispm-model--arm stream)
     (condition-case err
-        (lispm-sidecar-async-request
-         'lispm/model-stream params
-         :on-error (lambda (text)
-                     ;; Refused before the sidecar read the key: delete it here.
-                     (when (and key-file (file-exists-p key-file))
-                       (delete-file key-file))
-                     (lispm-model--finish id (list :type "error" :kind "link"
-                                                   :message text))))
+        (lispm-model--send id base request key-file nil)
       ;; The sidecar could not even be asked (it cannot start): no stream
       ;; is under way, so none may time out later, and no key stays.
       (error
@@ -277,6 +324,31 @@ under way); every later failure reaches HANDLER as an \"error\" event."
          (delete-file key-file))
        (signal (car err) (cdr err))))
     id))
+
+(defun lispm-model--send (id base request key-file whole)
+  "Ask the sidecar to start stream ID: BASE params and REQUEST's history.
+Only what changed since the last request of REQUEST's conversation
+goes, unless WHOLE; when the sidecar answers that it lacks what that
+built on, the whole goes at once.  KEY-FILE is deleted if the request
+fails before the sidecar read it."
+  (let ((conversation (plist-get request :conversation)))
+    (lispm-sidecar-async-request
+     'lispm/model-stream (append base (lispm-model--history-params request whole))
+     :on-success
+     (lambda (result)
+       (when (plist-get result :stale)
+         (if (gethash id lispm-model--streams)
+             (lispm-model--send id base request key-file t)
+           (when (and key-file (file-exists-p key-file))
+             (delete-file key-file)))))
+     :on-error
+     (lambda (text)
+       (when conversation
+         (remhash conversation lispm-model--conversations))
+       ;; Refused before the sidecar read the key: delete it here.
+       (when (and key-file (file-exists-p key-file))
+         (delete-file key-file))
+       (lispm-model--finish id (list :type "error" :kind "link" :message text))))))
 
 (defun lispm-model-cancel (id)
   "Cancel the stream ID: its handler hears nothing more."

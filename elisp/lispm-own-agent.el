@@ -172,10 +172,10 @@ end (`lispm-session-usage'), or nil until then."))
              (lispm-policy-rules (lispm-actor-role agent) (lispm-actor-folder agent))
              "\n"))
 
-(defun lispm-own-agent--latest-user-text (agent)
-  "Return the user's latest text in AGENT's turn, or nil."
+(defun lispm-own-agent--first-user-text (agent)
+  "Return the user's first text in AGENT's conversation, or nil."
   (when-let* ((turn (lispm-own-agent-turn agent)))
-    (cl-loop for message in (reverse (lispm-turn-messages turn))
+    (cl-loop for message in (lispm-turn-messages turn)
              when (and (equal (plist-get message :role) "user")
                        (stringp (plist-get message :content)))
              return (plist-get message :content))))
@@ -186,9 +186,10 @@ It holds the policy, the folder, the MCP tools not offered
 \(`lispm-mcp-prompt-note'), the project's rules
 \(`lispm-project-rules-text', read again when a file changed) and what
 is remembered (`lispm-memory-prompt-text', the most relevant to the
-user's latest text first), and its plan as the session holds it
-\(`lispm-plan-prompt-text'), so they survive compaction and follow
-edits."
+conversation's first text first), so they survive compaction and
+follow edits.  Nothing in it changes from one request to the next
+unless one of those did: the prompt is the start of what the model's
+API caches.  The plan comes as a note instead (`lispm-plan-note')."
   (format "You are %s, LispM's own agent, running inside the user's Emacs.
 You work in the folder %s.
 Your tools are Lisp functions of LispM.  Every call passes the user's
@@ -201,7 +202,7 @@ Messages from other agents come as \"[Message from NAME]\"; answer a
 \"[Request R from NAME]\" with the reply tool.
 
 Your role is %s; the user's policy for it (first match wins):
-%s%s%s%s%s%s"
+%s%s%s%s%s"
           (lispm-actor-name agent) (lispm-actor-folder agent)
           (lispm-actor-role agent) (lispm-own-agent--policy-text agent)
           (if-let* ((role (lispm-roles-get (lispm-actor-effective-role agent)
@@ -219,15 +220,10 @@ nearer folder's refine them).  They guide how you work here; the \
 user's policy above still decides what runs:\n\n" rules)
             "")
           (if-let* ((memory (lispm-memory-prompt-text (lispm-actor-folder agent)
-                                                      (lispm-own-agent--latest-user-text agent))))
+                                                      (lispm-own-agent--first-user-text agent))))
               (concat "\n\nWhat you remember from earlier sessions (LispM's memory: \
 Org files the user reads and edits; the most relevant first).  Add to \
 it with the remember tool:\n" memory)
-            "")
-          (if-let* ((buffer (lispm-own-agent-buffer agent))
-                    ((buffer-live-p buffer))
-                    (plan (lispm-plan-prompt-text buffer)))
-              (concat "\n\n" plan)
             "")))
 
 ;;; Turns
@@ -264,6 +260,10 @@ AGENT is the turn's sink: what happens goes to its session."
               ((lispm-own-agent-budget-of agent)))
     (setf (lispm-own-agent-spent-before agent) (lispm-session-usage buffer)))
   (list :system (lambda () (lispm-own-agent-system-prompt agent))
+        :conversation (format "%s#%d" (lispm-actor-name agent) (lispm-actor-serial agent))
+        :context (lambda (turn)
+                   (and (buffer-live-p (lispm-turn-buffer turn))
+                        (lispm-plan-note (lispm-turn-buffer turn) (lispm-turn-messages turn))))
         :sink agent
         :budget (lambda (turn) (lispm-own-agent--over-budget agent turn))))
 

@@ -39,7 +39,7 @@
 (require 'lispm-tools)
 
 (defconst lispm-plan-step-limit 100
-  "The most steps a plan has: each request's system prompt holds it.")
+  "The most steps a plan has: requests hold it.")
 
 (defconst lispm-plan-marks
   '((todo . "[ ]") (doing . "[>]") (done . "[x]") (cancelled . "[-]"))
@@ -91,11 +91,34 @@ Returns the plan as it now stands."
   (lispm-plan-text (lispm-session-set-plan (lispm-plan--session agent)
                                            (mapcar #'lispm-plan--step steps))))
 
-(defun lispm-plan-prompt-text (buffer)
-  "Return the plan of the session in BUFFER for the system prompt, or nil."
+(defconst lispm-plan-note-heading
+  "[LispM: your plan, as your session holds it now; the user may have changed it. \
+Keep to it, and update it with the plan tool.]"
+  "The first line of a note that tells the model its plan.")
+
+(defun lispm-plan--last-shown (messages)
+  "Return the plan's text as MESSAGES last showed it to the model, or nil.
+That is the result of the last `plan' call, or the last note."
+  (cl-loop for message in (reverse messages)
+           for content = (plist-get message :content)
+           when (and (equal (plist-get message :role) "tool")
+                     (equal (plist-get message :name) "plan"))
+           return content
+           when (and (equal (plist-get message :role) "user") (stringp content)
+                     (string-prefix-p lispm-plan-note-heading content))
+           return (substring content (min (length content)
+                                          (1+ (length lispm-plan-note-heading))))))
+
+(defun lispm-plan-note (buffer messages)
+  "Return a message telling the model the plan in BUFFER's session, or nil.
+Nil when there is no plan, or MESSAGES last showed it as it is: the
+model's own plan calls show it, and the note only comes when the user
+changed it in the document.  The plan is not in the system prompt, so
+that the prompt stays the same from one request to the next and caches."
   (when-let* ((plan (lispm-session-plan buffer)))
-    (concat "Your plan, as your session holds it now (the user may have changed it; \
-keep to it, and update it with the plan tool):\n" (lispm-plan-text plan))))
+    (let ((text (lispm-plan-text plan)))
+      (unless (equal text (lispm-plan--last-shown messages))
+        (list :role "user" :content (concat lispm-plan-note-heading "\n" text))))))
 
 (provide 'lispm-plan)
 ;;; lispm-plan.el ends here

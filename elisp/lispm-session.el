@@ -193,6 +193,9 @@ A list of strings; nil for an agent of the user's.")
   "Non-nil once the current turn has a reply heading.")
 (defvar-local lispm-session--dirty nil
   "The first position changed since the file was written, or nil.")
+(defvar-local lispm-session--tail-from nil
+  "Where the text the session's tail file holds begins, or nil for none.
+The text before it is the session file's, as last written whole.")
 
 (defconst lispm-session--input-heading "* Your message"
   "The input area's heading; what follows it is the draft.")
@@ -970,12 +973,14 @@ not read back; the file is left as it is."
     (if (and open (eq (buffer-local-value 'major-mode open) 'lispm-session-mode))
         open
       (let ((buffer (or open (generate-new-buffer (file-name-base file))))
-            (done nil))
+            (done nil)
+            (tail nil))
         (unwind-protect
             (with-current-buffer buffer
               (unless open
                 (let ((coding-system-for-read 'utf-8-unix))
-                  (lispm-insert-file-text file)))
+                  (lispm-insert-file-text file))
+                (setq tail (lispm-session--read-tail file)))
               (setq lispm-session-file file)
               (let* ((cut (unless open (lispm-session--repair)))
                      (parsed (lispm-session--parse))
@@ -1000,7 +1005,8 @@ not read back; the file is left as it is."
                                           (or lispm-session-folder "session")))
                                  t)
                   (set-visited-file-modtime)
-                  (setq lispm-session--dirty nil)
+                  (setq lispm-session--dirty nil
+                        lispm-session--tail-from tail)
                   (set-buffer-modified-p nil)
                   (when cut
                     ;; The damaged file stays, beside the repaired one.
@@ -1389,20 +1395,101 @@ Leading empty lines and trailing blanks are left out."
 ;; A session file is never written in place (`lispm-session--write'),
 ;; and a turn's commit is queued with lispm-session-git.el, which
 ;; commits the file as the turn left it, however late git takes it.
+;;
+;; A step of a turn changes only the end of the document, so a step's
+;; save does not write the whole file, which would cost each step of a
+;; long session in proportion to its length: the text from the first
+;; change since the file was last written whole goes to its tail file
+;; (`lispm-session--tail-file'), itself written whole, at once.  The
+;; session file is written whole at a turn's end (before its commit),
+;; and whenever the tail would be more than half the document; the tail
+;; file is then deleted.  Opening a session reads its tail file after it
+;; (`lispm-session--read-tail'), if the tail was written against this
+;; very file (its size and modification time): a SIGKILL anywhere loses
+;; nothing saved.
 
-(defun lispm-session--write (file)
-  "Write the current buffer to FILE, its session file, whole and at once.
-The document goes to a new file renamed over FILE
-\(`lispm-write-file-whole'): a SIGKILL at any moment leaves the
-document saved last or this one, never one cut, and a commit's pinned
-name (see `lispm-sessions-enqueue') keeps the file it was given.
-Nothing is flushed to disk, here or at a turn's end: the kernel keeps what Emacs
+(defconst lispm-session--tail-magic "LISPM-SESSION-TAIL 1"
+  "The first word of a tail file's first line.")
+
+(defun lispm-session--tail-file (file)
+  "Return the name of the tail file of the session FILE."
+  (expand-file-name (concat "." (file-name-nondirectory file) ".tail")
+                    (file-name-directory file)))
+
+(defun lispm-session--file-stamp (file)
+  "Return what identifies FILE as written: its size and modification time."
+  (let ((attributes (file-attributes file)))
+    (format "%d %s" (file-attribute-size attributes)
+            (format-time-string "%s.%N" (file-attribute-modification-time attributes)))))
+
+(defun lispm-session--bytes (beg end)
+  "Return the text between BEG and END as bytes, as in the session file.
+The buffer's own bytes, made unibyte (as `encode-coding-string' to
+`utf-8-unix' gives them, a raw byte one byte, at a third of its cost)."
+  (let ((buffer (current-buffer)))
+    (with-temp-buffer
+      (insert-buffer-substring-no-properties buffer beg end)
+      (set-buffer-multibyte nil)
+      (buffer-string))))
+
+(defun lispm-session--write-tail (file from)
+  "Write the text of the current buffer from FROM to the tail file of FILE."
+  (lispm-write-file-whole
+   (lispm-session--tail-file file)
+   (concat (format "%s %d %s\n" lispm-session--tail-magic from
+                   (lispm-session--file-stamp file))
+           (lispm-session--bytes from (point-max)))
+   nil t)
+  (setq lispm-session--tail-from from))
+
+(defun lispm-session--read-tail (file)
+  "Put the text of FILE's tail file in place in the current buffer.
+The buffer holds FILE's text.  Return where the tail begins, or nil if
+there is none; a tail written against another version of FILE is not
+read, with a warning."
+  (let ((tail (lispm-session--tail-file file)))
+    (when (file-exists-p tail)
+      (let ((text (with-temp-buffer
+                    (let ((coding-system-for-read 'utf-8-unix))
+                      (lispm-insert-file-text tail))
+                    (buffer-string))))
+        (if (and (string-match (format "\\`%s \\([0-9]+\\) \\([^\n]*\\)\n"
+                                       (regexp-quote lispm-session--tail-magic))
+                               text)
+                 (equal (match-string 2 text) (lispm-session--file-stamp file))
+                 (<= (string-to-number (match-string 1 text)) (point-max)))
+            (let ((from (string-to-number (match-string 1 text))))
+              (delete-region from (point-max))
+              (goto-char from)
+              (insert (substring text (match-end 0)))
+              from)
+          (display-warning 'lispm-session
+                           (format "%s was not written against %s as it is; it is not read"
+                                   tail file))
+          nil)))))
+
+(defun lispm-session-saved-text (file)
+  "Return the document of the session FILE as saved, its tail included."
+  (with-temp-buffer
+    (let ((coding-system-for-read 'utf-8-unix))
+      (lispm-insert-file-text file))
+    (lispm-session--read-tail file)
+    (buffer-string)))
+
+(defun lispm-session--write (file &optional whole)
+  "Write the current buffer to FILE, its session file, at once.
+Unless WHOLE, and if the text changed since FILE was last written is
+less than half the document, it goes to the tail file (see
+\"Saving and committing\"); otherwise the document goes to a new file
+renamed over FILE (`lispm-write-file-whole'), and the tail file is
+deleted.  A SIGKILL at any moment leaves the document saved last or
+this one, never one cut, and a commit's pinned name (see
+`lispm-sessions-enqueue') keeps the file it was given.  Nothing is
+flushed to disk, here or at a turn's end: the kernel keeps what Emacs
 wrote when Emacs dies, and a flush would cost each step a millisecond
 and more, waiting on the disk; a turn's commit is written, and flushed,
 by git.  Nothing is written if nothing changed since the last save and
-the file is as it left it.  The text's bytes are the buffer's own,
-made unibyte (as `encode-coding-string' to `utf-8-unix' gives them, a
-raw byte one byte, at a third of its cost), written as they are."
+the file is as it left it."
   (let ((inhibit-message t)
         (exists (file-exists-p file)))
     (unless (or (verify-visited-file-modtime) (not exists))
@@ -1412,16 +1499,21 @@ raw byte one byte, at a third of its cost), written as they are."
         (display-warning 'lispm-session
                          (format "%s changed on disk; that version is kept as %s"
                                  file kept)))
-      (setq lispm-session--dirty (point-min)))
-    (when (or lispm-session--dirty (not exists))
-      (lispm-write-file-whole
-       file (let ((buffer (current-buffer)))
-              (with-temp-buffer
-                (insert-buffer-substring-no-properties buffer)
-                (set-buffer-multibyte nil)
-                (buffer-string)))
-       nil t)
-      (set-visited-file-modtime)
+      (setq lispm-session--dirty (point-min)
+            lispm-session--tail-from nil))
+    (when (or lispm-session--dirty (not exists)
+              (and whole lispm-session--tail-from))
+      (let ((from (and exists lispm-session--dirty
+                       (min lispm-session--dirty
+                            (or lispm-session--tail-from lispm-session--dirty)))))
+        (if (and (not whole) from (< (* 2 (- (point-max) from)) (buffer-size)))
+            (lispm-session--write-tail file from)
+          (lispm-write-file-whole file (lispm-session--bytes (point-min) (point-max)) nil t)
+          (set-visited-file-modtime)
+          (let ((tail (lispm-session--tail-file file)))
+            (when (file-exists-p tail)
+              (delete-file tail)))
+          (setq lispm-session--tail-from nil)))
       (set-buffer-modified-p nil)
       (setq lispm-session--dirty nil))))
 
@@ -1441,7 +1533,7 @@ is, unsaved."
               (let ((directory (file-name-directory file)))
                 (unless (file-directory-p directory)
                   (with-file-modes #o700 (make-directory directory t)))
-                (lispm-session--write file)
+                (lispm-session--write file message)
                 (when message
                   (lispm-sessions-enqueue file message))
                 t)
@@ -1493,40 +1585,74 @@ each turn's drawer keeps the model it began with.  Save and commit."
 (defconst lispm-session-plan-states '(todo doing done cancelled)
   "The states of a plan's item, as its Org TODO keyword says.")
 
+(defvar-local lispm-session--plan-found nil
+  "Where `lispm-session-plan' last looked: (PLAN . SCANNED), or nil.
+PLAN is a marker at the newest plan's heading, or nil if there was
+none; SCANNED a marker at the transcript's end then.  Only the text
+after SCANNED can hold a newer plan, unless the plan tool wrote one
+\(which forgets this).")
+
+(defun lispm-session--plan-at-p (position)
+  "Return non-nil if a plan's heading, with its drawer, begins at POSITION."
+  (save-excursion
+    (goto-char position)
+    (let ((case-fold-search nil))
+      (and (bolp) (looking-at "\\*\\* Plan[ \t]*$")
+           (progn (forward-line 1) (looking-at-p "[ \t]*:PROPERTIES:"))))))
+
+(defun lispm-session--newest-plan (from end)
+  "Return where the newest plan's heading between FROM and END begins, or nil."
+  (save-excursion
+    (goto-char end)
+    (let ((case-fold-search nil) found)
+      (while (and (null found) (re-search-backward "^\\*\\* Plan[ \t]*$" from t))
+        (when (lispm-session--plan-at-p (point))
+          (setq found (point))))
+      found)))
+
 (defun lispm-session-plan (buffer)
   "Return the newest plan in BUFFER's session, as the document has it now.
 A list of (:state STATE :text TEXT), STATE one of
 `lispm-session-plan-states', in the document's order (the user may
 have edited, reordered, added or cancelled items); nil if no turn has
-a plan.  It is read back from the end: its cost does not grow with the
-turns before it."
+a plan.  Only the text written since the last look is searched, so its
+cost does not grow with the session (see `lispm-session--plan-found')."
   (with-current-buffer buffer
     (save-excursion
       (save-restriction
         (widen)
-        (let ((case-fold-search nil)
-              (end (lispm-session--transcript-end))
-              (plan nil))
-          (goto-char end)
-          (while (and (null plan) (re-search-backward "^\\*\\* Plan[ \t]*$" nil t))
-            (let ((start (point)))
-              (forward-line 1)
-              (when (looking-at "[ \t]*:PROPERTIES:")
-                (let ((stop (save-excursion
-                              (if (re-search-forward "^\\*\\{1,2\\}[ \t]" end t)
-                                  (match-beginning 0)
-                                end)))
-                      (items nil))
-                  (while (re-search-forward "^\\*\\*\\*[ \t]+\\(.*\\)$" stop t)
-                    (let ((title (string-trim-right (match-string-no-properties 1))))
-                      (push (if (string-match lispm-session--plan-item-regexp title)
-                                (list :state (intern (downcase (match-string 1 title)))
-                                      :text (match-string 2 title))
-                              (list :state 'todo :text title))
-                            items)))
-                  (setq plan (or (nreverse items) 'empty))))
-              (goto-char start)))
-          (and (listp plan) plan))))))
+        (let* ((case-fold-search nil)
+               (end (lispm-session--transcript-end))
+               (found lispm-session--plan-found)
+               (scanned (and found (marker-position (cdr found))))
+               (known (and found (car found) (marker-position (car found))))
+               (again (and scanned (<= scanned end)))
+               (start (cond ((and again (lispm-session--newest-plan scanned end)))
+                            ((and again (null known)) nil)
+                            ((and again (lispm-session--plan-at-p known)) known)
+                            ;; Never looked, or the plan known is gone: look everywhere.
+                            (t (lispm-session--newest-plan (point-min) end)))))
+          (when found
+            (set-marker (cdr found) nil)
+            (when (car found) (set-marker (car found) nil)))
+          (setq lispm-session--plan-found (cons (and start (copy-marker start))
+                                                (copy-marker end)))
+          (when start
+            (goto-char start)
+            (forward-line 1)
+            (let ((stop (save-excursion
+                          (if (re-search-forward "^\\*\\{1,2\\}[ \t]" end t)
+                              (match-beginning 0)
+                            end)))
+                  (items nil))
+              (while (re-search-forward "^\\*\\*\\*[ \t]+\\(.*\\)$" stop t)
+                (let ((title (string-trim-right (match-string-no-properties 1))))
+                  (push (if (string-match lispm-session--plan-item-regexp title)
+                            (list :state (intern (downcase (match-string 1 title)))
+                                  :text (match-string 2 title))
+                          (list :state 'todo :text title))
+                        items)))
+              (nreverse items))))))))
 
 (defun lispm-session--plan-region (turn-start turn-end)
   "Return (BEG . END) of the plan between TURN-START and TURN-END, or nil."
@@ -1575,6 +1701,8 @@ the plan as the document then reads it back."
             (forward-line 1)
             (goto-char (if (re-search-forward "^\\*\\*[ \t]" end t) (match-beginning 0) end)))
           (insert text))))
+    (with-current-buffer buffer
+      (setq lispm-session--plan-found nil))
     (lispm-session-save buffer)
     (lispm-session-plan buffer)))
 

@@ -137,6 +137,8 @@
 actor may use; nil, none, as to a compaction, whose model's calls are
 ignored.")
   (messages nil :documentation "The neutral messages the next request sends.")
+  (conversation nil :documentation "The name the sidecar keeps its history under
+between requests (see `lispm-model-stream'), or nil.")
   (state 'request :documentation "Where it is: see `lispm-turn-transitions'.")
   (steps 0 :documentation "How many model requests it has made.")
   (stream nil :documentation "The id of its model stream under way.")
@@ -157,6 +159,9 @@ session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
   (spent (list :input 0 :output 0 :cost nil)
          :documentation "What its requests used so far: tokens in and out, and
 their cost in dollars at the models' `:price' (nil while none has one).")
+  (context nil :documentation "Nil, or a function of the turn returning a message
+to add to its conversation before its next request, or nil: a note of what
+changed outside the conversation, such as the plan the user edited.")
   (budget nil :documentation "Nil, or a function of the turn returning nil while
 it may send its next request, else (:message M :reader R :raise F): why
 not, a function reading a new budget, and one of it that sets it.")
@@ -319,17 +324,20 @@ out, the list is the same each time."
     (if (= (length kept) (length plists)) plists kept)))
 
 (cl-defun lispm-turn-start (actor buffer number model messages
-                                  &key system sink (offered t) budget)
+                                  &key system sink (offered t) budget conversation context)
   "Start turn NUMBER of ACTOR in the session BUFFER; return the turn.
 MODEL is a name in `lispm-models'; MESSAGES the conversation so far,
 the user's new words last.  SYSTEM is a function returning the system
 prompt; SINK is told what happens (`lispm-turn-report').  OFFERED nil
 offers the model no tools: the turn is one answer, as a compaction's.
 BUDGET, if non-nil, is checked before each request (see the slot
-`budget' of `lispm-turn')."
+`budget' of `lispm-turn'); CONVERSATION names the history the sidecar
+keeps between requests, so that each sends only what is new; CONTEXT
+is as the slot `context' of `lispm-turn'."
   (let ((turn (lispm-turn--make :actor actor :buffer buffer :number number
                                 :model model :messages messages :system system
-                                :sink sink :offered offered :budget budget)))
+                                :sink sink :offered offered :budget budget
+                                :conversation conversation :context context)))
     (lispm-turn--trace turn 'start number)
     (lispm-turn--enter turn 'request)
     turn))
@@ -356,6 +364,9 @@ BUDGET, if non-nil, is checked before each request (see the slot
                             (lispm-turn-abort-restart turn))))
    (t
     (cl-incf (lispm-turn-steps turn))
+    (when-let* ((context (lispm-turn-context turn))
+                (note (funcall context turn)))
+      (setf (lispm-turn-messages turn) (append (lispm-turn-messages turn) (list note))))
     (setf (lispm-turn-text turn) nil
           (lispm-turn-calls turn) nil
           (lispm-turn-outcomes turn) nil
@@ -369,7 +380,8 @@ BUDGET, if non-nil, is checked before each request (see the slot
                                "")
                      :messages (lispm-turn-messages turn)
                      :tools (and (lispm-turn-offered turn)
-                                 (lispm-turn-tools (lispm-turn-actor turn))))
+                                 (lispm-turn-tools (lispm-turn-actor turn)))
+                     :conversation (lispm-turn-conversation turn))
                (lambda (event) (lispm-turn--event turn event))))
       ;; No model, no key, no sidecar: each stops here, with restarts.
       (error
@@ -1000,10 +1012,19 @@ stopped at its condition, with its restarts."
 
 (defun lispm-turn--set-call-arguments (turn call)
   "Make the last assistant message of TURN show CALL's new arguments."
-  (let ((message (car (last (lispm-turn-messages turn)))))
-    (dolist (sent (plist-get message :tool_calls))
-      (when (equal (plist-get sent :id) (lispm-turn-call-id call))
-        (plist-put sent :arguments (lispm-turn-call-arguments call))))))
+  (let* ((messages (lispm-turn-messages turn))
+         (message (car (last messages))))
+    ;; A new message, not one changed in place: what was sent stays as sent.
+    (setf (lispm-turn-messages turn)
+          (append (butlast messages)
+                  (list (plist-put
+                         (copy-sequence message) :tool_calls
+                         (mapcar (lambda (sent)
+                                   (if (equal (plist-get sent :id) (lispm-turn-call-id call))
+                                       (plist-put (copy-sequence sent) :arguments
+                                                  (lispm-turn-call-arguments call))
+                                     sent))
+                                 (plist-get message :tool_calls))))))))
 
 (defun lispm-turn--withdraw-approvals (turn why)
   "Withdraw, giving WHY, each approval that a call of TURN waits for.
@@ -1085,20 +1106,22 @@ a result that comes later starts nothing."
 
 ;;; A turn cut off while it waited
 
-(cl-defun lispm-turn-rebuild (actor buffer waiting model &key system sink budget)
+(cl-defun lispm-turn-rebuild (actor buffer waiting model
+                                    &key system sink budget conversation context)
   "Make again the turn of ACTOR that ended while it waited for answers.
 BUFFER is the session's buffer and WAITING what
 `lispm-session-waiting-step' found in it: the turn's number, its
 conversation up to the reply that made the calls, and the calls.  A
 call with a result has it as its outcome; one with a request waits on
 it; any other did not run, and gets the result that says so.  MODEL,
-SYSTEM, SINK and BUDGET are as for `lispm-turn-start'.  Return the
-turn, in state `tools': once the last wait ends (`lispm-turn-answer'),
-it goes on as any turn, and asks the model again."
+SYSTEM, SINK, BUDGET, CONVERSATION and CONTEXT are as for
+`lispm-turn-start'.
+Return the turn, in state `tools': once the last wait ends
+\(`lispm-turn-answer'), it goes on as any turn, and asks the model again."
   (let ((turn (lispm-turn--make
                :actor actor :buffer buffer :number (plist-get waiting :turn)
                :model model :system system :sink sink :budget budget
-               :state 'tools :steps (plist-get waiting :steps)
+               :conversation conversation :context context :state 'tools :steps (plist-get waiting :steps)
                :messages (plist-get waiting :messages)
                :recorded (lispm-session-turn-changes buffer (plist-get waiting :turn)))))
     (dolist (saved (plist-get waiting :calls))

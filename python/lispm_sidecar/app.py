@@ -61,6 +61,7 @@ from .protocol import (
     ModelCancelParams,
     ModelCancelResult,
     ModelStreamParams,
+    ModelStreamResult,
     PingEmacsParams,
     PingEmacsResult,
     ReplyParams,
@@ -153,7 +154,7 @@ class Sidecar:
             self._models = ModelStreams(self.link)
         return self._models
 
-    async def model_stream(self, params: ModelStreamParams) -> Empty:
+    async def model_stream(self, params: ModelStreamParams) -> ModelStreamResult:
         """Start a model stream; see `ModelStreams.start`."""
         return await self.models.start(params)
 

@@ -444,7 +444,13 @@ class StatsResult(TypedDict):
 
 class ModelStreamParams(TypedDict):
     """A model request (models/neutral.py): messages are {role, content,
-    tool_calls?, tool_call_id?, name?}, tools {name, description, parameters}."""
+    tool_calls?, tool_call_id?, name?}, tools {name, description, parameters}.
+
+    With a `conversation`, the sidecar keeps the request's history under
+    that name at `revision`; a later request with `since` (the revision
+    it builds on) sends only the messages after the first `keep` of it,
+    and `system` and `tools` only when they changed
+    (models/conversations.py)."""
 
     stream: Name
     api: Name
@@ -457,6 +463,17 @@ class ModelStreamParams(TypedDict):
     tools: NotRequired[list[Json] | None]
     max_tokens: NotRequired[Natural | None]
     timeout: NotRequired[float | None]
+    conversation: NotRequired[Name | None]
+    revision: NotRequired[Natural | None]
+    since: NotRequired[Natural | None]
+    keep: NotRequired[Natural | None]
+
+
+class ModelStreamResult(TypedDict):
+    """`stale`: the sidecar lacks the revision the request built on, and
+    started nothing: send the whole conversation."""
+
+    stale: NotRequired[bool]
 
 
 class ModelCancelParams(TypedDict):
@@ -787,7 +804,7 @@ STATS = Method("lispm/stats", "sidecar", Empty, StatsResult,
                "the sidecar's pid, resident memory and number of agents")
 SHUTDOWN = Method("lispm/shutdown", "sidecar", Empty, Empty,
                   "stop every agent and exit after answering")
-MODEL_STREAM = Method("lispm/model-stream", "sidecar", ModelStreamParams, Empty,
+MODEL_STREAM = Method("lispm/model-stream", "sidecar", ModelStreamParams, ModelStreamResult,
                       "start a model request; its answer comes as lispm/model-event")
 MODEL_CANCEL = Method("lispm/model-cancel", "sidecar", ModelCancelParams, ModelCancelResult,
                       "cancel a model stream: it sends nothing more")

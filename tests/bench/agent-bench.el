@@ -35,6 +35,11 @@
 ;;         [...], "cpu_ms": [...], "answers": N}...]}; cpu_ms is Emacs's
 ;;         CPU time from the answer to the request written.
 ;;
+;; step-large  ROUNDS rounds of the `step' turn in a fresh session, then
+;;         in a session whose earlier turn streamed an answer of
+;;         LISPM_BENCH_SIZE characters: prints {"case": "step-large",
+;;         "fresh": [...], "large": [...]}, each turn's gaps as `step'.
+;;
 ;; turns   Turns of the prompts listed in LISPM_BENCH_DIR/prompts.json (a
 ;;         JSON array of strings): one untimed turn of each, then
 ;;         ROUNDS rounds of one turn of each, in the order given, each
@@ -234,6 +239,40 @@ those from the trace's `answer' entry to its next `state request'."
     (princ (concat (json-serialize (list :case "step" :turns (vconcat (nreverse results))))
                    "\n"))))
 
+;;; A tool step in a large session
+
+(defun agent-bench--steps-of (agent)
+  "Return the step gaps of AGENT's newest turn, as `agent-bench--step-gaps'."
+  (agent-bench--step-gaps (agent-bench--turn agent) (reverse agent-bench--answers)
+                          (reverse agent-bench--sent)))
+
+(defun agent-bench-step-large (turns size)
+  "Run TURNS rounds of a step turn in a fresh session and in one of SIZE.
+The large session's earlier conversation is an answer of SIZE
+characters, streamed in a turn before.  Print both rounds' gaps."
+  (agent-bench--end (agent-bench--run-turn "Read notes.txt many times" 120))
+  (let ((fresh nil) (large nil))
+    (dotimes (_ turns)
+      (let ((agent (agent-bench--run-turn "Read notes.txt many times" 120)))
+        (push (agent-bench--steps-of agent) fresh)
+        (agent-bench--end agent))
+      (let ((agent (agent-bench--run-turn (format "Stream %d characters" size) 300)))
+        (setq agent-bench--answered nil agent-bench--answers nil agent-bench--sent nil)
+        (lispm-own-agent-send agent "Read notes.txt many times")
+        (agent-bench--wait (lambda () (not (lispm-own-agent-busy-p agent))) 300
+                           "the step turn in the large session")
+        (let ((size-now (buffer-size (lispm-own-agent-buffer agent))))
+          (when (< size-now size)
+            (error "The large session has %d characters, not %d" size-now size)))
+        (push (append (agent-bench--steps-of agent)
+                      (list :session_chars (buffer-size (lispm-own-agent-buffer agent))))
+              large)
+        (agent-bench--end agent)))
+    (princ (concat (json-serialize (list :case "step-large"
+                                         :fresh (vconcat (nreverse fresh))
+                                         :large (vconcat (nreverse large))))
+                   "\n"))))
+
 ;;; Turns side by side
 
 (defun agent-bench--timed-turn (prompt)
@@ -287,6 +326,9 @@ those from the trace's `answer' entry to its next `state request'."
       ("stream" (agent-bench-stream (string-to-number
                                      (or (getenv "LISPM_BENCH_ROUNDS") "5"))))
       ("step" (agent-bench-step (string-to-number (or (getenv "LISPM_BENCH_ROUNDS") "2"))))
+      ("step-large" (agent-bench-step-large
+                     (string-to-number (or (getenv "LISPM_BENCH_ROUNDS") "2"))
+                     (string-to-number (agent-bench--env "LISPM_BENCH_SIZE"))))
       ("turns" (agent-bench-turns (string-to-number
                                    (or (getenv "LISPM_BENCH_ROUNDS") "5"))))
       (other (error "Unknown LISPM_BENCH_CASE %s" other)))

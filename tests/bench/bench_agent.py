@@ -32,6 +32,8 @@ SMALL, LARGE = 20_000, 2_000_000
 STREAM_ROUNDS = 5
 #: `read_file` steps in one turn, and measured turns (after one untimed).
 STEPS, STEP_TURNS = 30, 2
+#: The earlier conversation of the large session: 5 MB.
+HUGE = 5_000_000
 #: Empty requests timed against the gateway alone (after 10 untimed).
 GATEWAY_REQUESTS = 50
 TIMEOUT = 600
@@ -44,6 +46,7 @@ def script() -> list[dict[str, Any]]:
     return [
         {"match": f"Stream {SMALL} ", "steps": [{"long": SMALL}]},
         {"match": f"Stream {LARGE} ", "steps": [{"long": LARGE}]},
+        {"match": f"Stream {HUGE} ", "steps": [{"long": HUGE}]},
         {"match": STEP_PROMPT, "steps": [*([read] * STEPS), {"say": "Read it all."}]},
     ]
 
@@ -101,11 +104,13 @@ async def timed_gateway(context: Context, work: Path, rules: list[dict[str, Any]
 
 
 async def run_agent_bench(context: Context, elisp: Path, work: Path, case: str, rounds: int,
-                     url: str) -> dict[str, Any]:
-    """Run agent-bench.el's CASE against the gateway at URL; return its JSON line."""
+                          url: str, **extra: str) -> dict[str, Any]:
+    """Run agent-bench.el's CASE against the gateway at URL; return its JSON line.
+
+    EXTRA are more of its environment's variables."""
     env = context.env(context.runtime_dir(f"agent-{case}"), LISPM_BENCH_GATEWAY=url,
                       LISPM_BENCH_DIR=str(work), LISPM_BENCH_CASE=case,
-                      LISPM_BENCH_ROUNDS=str(rounds), TMPDIR=str(work))
+                      LISPM_BENCH_ROUNDS=str(rounds), TMPDIR=str(work), **extra)
     if profile := os.environ.get("LISPM_BENCH_PROFILE"):
         env["LISPM_BENCH_PROFILE"] = f"{profile}.{case}"
     return await run_emacs_json(
@@ -207,4 +212,32 @@ async def tool_step(context: Context) -> list[Metric]:
         Metric("agent_gateway_roundtrip_ms", median(roundtrip), "ms",
                note=f"one empty streamed request to the gateway alone, median of "
                f"{len(roundtrip)} ({spread(roundtrip, digits=2)})"),
+    ]
+
+
+async def tool_step_large(context: Context) -> list[Metric]:
+    """`agent_tool_step_5mb_session_ratio`: a step's cost with 5 MB before it, over fresh."""
+    work = context.work / "agent-step-large"
+    work.mkdir(parents=True, exist_ok=True)
+    elisp = await compiled_lispm(context)
+    async with timed_gateway(context, work, script()) as url:
+        data = await run_agent_bench(context, elisp, work, "step-large", STEP_TURNS, url,
+                                     LISPM_BENCH_SIZE=str(HUGE))
+
+    def of(which: str, what: str) -> list[float]:
+        return [ms for turn in data[which] for ms in turn[what]]
+
+    fresh, large = of("fresh", "cpu_ms"), of("large", "cpu_ms")
+    fresh_sent, large_sent = of("fresh", "sent_ms"), of("large", "sent_ms")
+    chars = data["large"][0]["session_chars"]
+    return [
+        Metric("agent_tool_step_5mb_session_ratio", median(large) / median(fresh), "×",
+               Target("<=", 1.5),
+               f"Emacs's CPU per tool step with 5 MB of earlier conversation (a session of "
+               f"{chars / 1e6:.1f} M characters), median {median(large):.2f} ms "
+               f"({spread(large, digits=2)}), over the same step in a fresh session, "
+               f"{median(fresh):.2f} ms ({spread(fresh, digits=2)}), side by side in one run"),
+        Metric("agent_tool_step_5mb_session_sent_ms", median(large_sent), "ms",
+               note=f"wall time from the answer to the next request written, with 5 MB "
+               f"before it; fresh {median(fresh_sent):.2f} ms"),
     ]

@@ -127,5 +127,62 @@
     (should (equal (mapcar (lambda (e) (plist-get e :message)) events)
                    '("the sidecar exited" "the sidecar exited")))))
 
+(ert-deftest lispm-model-test-a-conversation-sends-what-changed ()
+  ;; The sidecar keeps the history: each request sends the messages from
+  ;; the first that differs, the system prompt and tools when changed;
+  ;; told `stale', the whole goes again, with the same key file.
+  (let* ((lispm-model--conversations (make-hash-table :test #'equal))
+         (process-environment (cons "LISPM_TEST_KEY=sk-1" process-environment))
+         (lispm-models '(("m" :api chat :base-url "http://127.0.0.1:9" :model "x"
+                          :key (:env "LISPM_TEST_KEY"))))
+         (tools (list (list :name "t" :description "d" :parameters '(:type "object"))))
+         (one '(:role "user" :content "one"))
+         (two '(:role "assistant" :content "two"))
+         (sent nil))
+    (cl-letf (((symbol-function 'lispm-sidecar-async-request)
+               (lambda (_method params &rest keys) (push (cons params keys) sent))))
+      (cl-flet ((ask (messages &optional (system "S"))
+                  (setq sent nil)
+                  (lispm-model-cancel
+                   (lispm-model-stream "m" (list :system system :tools tools
+                                                 :messages messages :conversation "c#1")
+                                       #'ignore))
+                  (let ((params (car (car sent))))
+                    (delete-file (plist-get params :key_file))
+                    params)))
+        (let ((first (ask (list one two))))
+          (should-not (plist-member first :since))
+          (should (equal (plist-get first :system) "S"))
+          (should (= (length (plist-get first :messages)) 2))
+          (let ((second (ask (list one two '(:role "user" :content "three")))))
+            (should (equal (plist-get second :since) (plist-get first :revision)))
+            (should (= (plist-get second :keep) 2))
+            (should (equal (plist-get second :messages) [(:role "user" :content "three")]))
+            (should-not (or (plist-member second :system) (plist-member second :tools)))
+            ;; The user edited the first message in the session, and the prompt changed.
+            (let ((third (ask (list (list :role "user" :content "ONE") two) "S2")))
+              (should (= (plist-get third :keep) 0))
+              (should (= (length (plist-get third :messages)) 2))
+              (should (equal (plist-get third :system) "S2")))))
+        ;; Stale: the whole again at once, with the key file not yet read.
+        (setq sent nil)
+        (let ((id (lispm-model-stream "m" (list :system "S2" :tools tools :messages (list one)
+                                                :conversation "c#1")
+                                      #'ignore)))
+          (pcase-let ((`(,delta . ,keys) (car sent)))
+            (should (plist-member delta :since))
+            (funcall (plist-get keys :on-success) '(:stale t))
+            (let ((whole (car (car sent))))
+              (should (= (length sent) 2))
+              (should-not (plist-member whole :since))
+              (should (equal (plist-get whole :messages) (vector one)))
+              (should (equal (plist-get whole :tools) (vconcat tools)))
+              (should (equal (plist-get whole :key_file) (plist-get delta :key_file)))
+              (delete-file (plist-get whole :key_file))))
+          (lispm-model-cancel id))
+        ;; A refused request: the next is whole.
+        (funcall (plist-get (cdr (car sent)) :on-error) "refused")
+        (should-not (plist-member (ask (list one)) :since))))))
+
 (provide 'lispm-model-test)
 ;;; lispm-model-test.el ends here

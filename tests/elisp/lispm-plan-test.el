@@ -85,15 +85,57 @@
                      '((:state cancelled :text "Read the parser")
                        (:state todo :text "Ask the user about colons")
                        (:state todo :text "Write the test"))))
-      ;; The next request's system prompt has it.
-      (let ((prompt (lispm-own-agent-system-prompt agent)))
-        (should (string-search "[-] Read the parser\n[ ] Ask the user about colons\n[ ] Write the test"
-                               prompt)))
+      ;; The next request has it, in a note after the plan the model last saw;
+      ;; the system prompt stays as it was, for the cache.
+      (should-not (string-search "Read the parser" (lispm-own-agent-system-prompt agent)))
+      (let* ((shown (list '(:role "tool" :name "plan" :tool_call_id "c1"
+                                  :content "[ ] Read the parser\n[ ] Write the test")))
+             (note (lispm-plan-note buffer shown)))
+        (should (equal (plist-get note :role) "user"))
+        (should (string-suffix-p "\n[-] Read the parser\n[ ] Ask the user about colons\n[ ] Write the test"
+                                 (plist-get note :content)))
+        ;; Shown once, it is not shown again; nor when the model's own call shows it.
+        (should-not (lispm-plan-note buffer (append shown (list note))))
+        (should-not (lispm-plan-note buffer (list (list :role "tool" :name "plan"
+                                                        :content (lispm-plan-text
+                                                                  (lispm-session-plan buffer)))))))
       (should (equal (lispm-actor-step agent) "2/3 Ask the user about colons"))
       ;; The inspector shows it.
       (should (string-search "- TODO Ask the user about colons"
                              (with-current-buffer (lispm-inspect agent) (buffer-string))))
       (kill-buffer (lispm-inspect-buffer-name agent)))))
+
+(ert-deftest lispm-plan-test-the-plan-is-found-looking-at-the-new-text-only ()
+  (lispm-plan-test--with-agent agent
+    (let ((buffer (lispm-own-agent-buffer agent)))
+      (should-not (lispm-session-plan buffer))
+      (lispm-tools-call "plan" agent '(:steps ["First" "Second"]))
+      (should (equal (length (lispm-session-plan buffer)) 2))
+      ;; A later turn's own plan is newer; a turn without one keeps the last.
+      (lispm-session-insert-result buffer "c1" "done")
+      (lispm-session-begin-turn buffer "Go on")
+      (should (equal (plist-get (car (lispm-session-plan buffer)) :text) "First"))
+      (lispm-tools-call "plan" agent '(:steps ["Third"]))
+      (should (equal (lispm-session-plan buffer) '((:state todo :text "Third"))))
+      ;; Looked at again, only the text after the last look is searched.
+      (let ((searched nil))
+        (cl-letf* ((real (symbol-function 'lispm-session--newest-plan))
+                   ((symbol-function 'lispm-session--newest-plan)
+                    (lambda (from end) (push (- end from) searched) (funcall real from end))))
+          (with-current-buffer buffer
+            (let ((inhibit-read-only t))
+              (goto-char (lispm-session--transcript-end))
+              (insert (make-string 100000 ?x) "\n")))
+          (should (equal (lispm-session-plan buffer) '((:state todo :text "Third"))))
+          (should (equal (lispm-session-plan buffer) '((:state todo :text "Third"))))
+          (should (equal searched '(0 100001)))))
+      ;; The user removes the newest plan: the one before it counts again.
+      (with-current-buffer buffer
+        (let ((inhibit-read-only t))
+          (goto-char (point-max))
+          (re-search-backward "^\\*\\* Plan$")
+          (replace-match "** Notes")))
+      (should (equal (plist-get (car (lispm-session-plan buffer)) :text) "First")))))
 
 (ert-deftest lispm-plan-test-bad-plans ()
   (lispm-plan-test--with-agent agent

@@ -74,11 +74,10 @@ Its buffer is killed."
   (lispm-session-crash-test--with-dirs
     (let* ((buffer (lispm-session-create project))
            (file (buffer-local-value 'lispm-session-file buffer))
-           (read (lambda ()
-                   (with-temp-buffer
-                     (let ((coding-system-for-read 'utf-8-unix)) (insert-file-contents file))
-                     (buffer-string)))))
-      (lispm-session-begin-turn buffer "Change two files")
+           (tail (lispm-session--tail-file file))
+           (read (lambda () (lispm-session-saved-text file))))
+      ;; Words long enough that each step's text is less than half the document.
+      (lispm-session-begin-turn buffer (concat "Change two files\n" (make-string 4000 ?w)))
       (should (string-match-p "^\\* Turn 1: Change two files$" (funcall read)))
       (lispm-session-insert-call buffer '(:id "e1" :name "edit_file" :arguments "{}"))
       (should (string-match-p ":LISPM_CALL_ID: e1" (funcall read)))
@@ -87,12 +86,59 @@ Its buffer is killed."
       (lispm-session-insert-call buffer '(:id "s1" :name "run_shell" :arguments "{}"))
       (lispm-session-insert-approval buffer "s1" "Approve run_shell: make check")
       (should (string-match-p "^\\*\\*\\*\\* TODO Approve run_shell" (funcall read)))
-      (let ((inode (file-attribute-inode-number (file-attributes file))))
+      ;; A step's text went to the tail file, the session file unchanged.
+      (should (file-exists-p tail))
+      (should-not (string-search "e1" (lispm-session-crash-test--bytes file)))
+      (let ((inode (file-attribute-inode-number (file-attributes tail))))
         (lispm-session-decide-approval buffer "s1" 'cancelled "no")
         ;; Replaced, not written in place.
-        (should-not (equal inode (file-attribute-inode-number (file-attributes file)))))
+        (should-not (equal inode (file-attribute-inode-number (file-attributes tail)))))
       (should (string-match-p "^\\*\\*\\*\\* CANCELLED Approve" (funcall read)))
-      (should-not (buffer-modified-p buffer)))))
+      (should-not (buffer-modified-p buffer))
+      ;; The turn's end writes the file whole, and the tail goes.
+      (let ((inode (file-attribute-inode-number (file-attributes file)))
+            (saved (funcall read)))
+        (lispm-session-end-turn buffer)
+        (should-not (equal inode (file-attribute-inode-number (file-attributes file))))
+        (should-not (file-exists-p tail))
+        (should (equal (funcall read) saved))
+        (should (equal (lispm-session-crash-test--bytes file)
+                       (encode-coding-string saved 'utf-8-unix)))))))
+
+(ert-deftest lispm-session-crash-a-tail-reads-back-only-against-its-file ()
+  "A session opened reads its tail; a tail written against another version is not read."
+  (lispm-session-crash-test--with-dirs
+    (let* ((file (lispm-session-crash-test--session project))
+           (buffer (lispm-session-open file))
+           (tail (lispm-session--tail-file file)))
+      (lispm-session-begin-turn buffer "A third turn: ü")
+      (lispm-session-insert-call buffer '(:id "t3" :name "read_file" :arguments "{}"))
+      (lispm-session-insert-result buffer "t3" "third é")
+      (should (file-exists-p tail))
+      (let ((saved (with-current-buffer buffer (buffer-string))))
+        ;; Emacs dies here.
+        (with-current-buffer buffer (set-buffer-modified-p nil))
+        (kill-buffer buffer)
+        (let ((again (lispm-session-open file)))
+          (should (equal (with-current-buffer again (buffer-string)) saved))
+          ;; A step after reopening still goes to the tail, from the same start.
+          (lispm-session-insert-call again '(:id "t4" :name "read_file" :arguments "{}"))
+          (should (string-search ":LISPM_CALL_ID: t4" (lispm-session-saved-text file)))
+          (should (string-search "third é" (lispm-session-saved-text file)))
+          (with-current-buffer again (set-buffer-modified-p nil))
+          (kill-buffer again))
+        ;; The file written again whole behind the tail's back: the tail is stale.
+        (let ((bytes (lispm-session-crash-test--bytes file)))
+          (sleep-for 0.01)
+          (lispm-session-crash-test--write file bytes))
+        (let* ((warnings nil)
+               (again (cl-letf (((symbol-function 'display-warning)
+                                 (lambda (_type text &rest _) (push text warnings))))
+                        (lispm-session-open file))))
+          (should (string-search "is not read" (car warnings)))
+          (should-not (string-search "third é" (with-current-buffer again (buffer-string))))
+          (with-current-buffer again (set-buffer-modified-p nil))
+          (kill-buffer again))))))
 
 (ert-deftest lispm-session-crash-a-cut-turn-reopens-marked-ended ()
   "Emacs died with an approval awaited: reopened, the turn says so, nothing waits."

@@ -341,6 +341,80 @@ async def test_an_unknown_api_or_a_malformed_message_is_refused_at_once(link: Li
         assert gw.requests == []
 
 
+# ---------------------------------------------------------------- conversations
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_conversation_sends_only_what_changed_and_the_model_gets_the_whole(
+        link: Link, api: str) -> None:
+    script = [{"match": "", "steps": [{"say": "fine"}, {"say": "again"}, {"say": "once more"}]}]
+    big = "x" * 200_000
+    first = [user(big), {"role": "assistant", "content": "ok"}, user("second")]
+    history = [*first, {"role": "assistant", "content": "fine"}, user("third")]
+    async with Gateway(script) as gw:
+        events = await link.stream(gw, api, "c1", first, tools=TOOLS, system="Be brief.",
+                                   conversation="agent#1", revision=1)
+        assert ends(events)[0]["type"] == "done"
+        # Only the two new messages cross the link; system and tools are kept.
+        events = await link.stream(gw, api, "c2", history[3:], conversation="agent#1",
+                                   revision=2, since=1, keep=3)
+        assert ends(events)[0]["type"] == "done"
+        # The same history sent whole: the model's request is the same, byte for byte.
+        events = await link.stream(gw, api, "c3", history, tools=TOOLS, system="Be brief.",
+                                   conversation="agent#1", revision=3)
+        assert ends(events)[0]["type"] == "done"
+        requests = gw.main_requests(api)
+        delta, whole = await gw.body(requests[1]["n"]), await gw.body(requests[2]["n"])
+    assert delta == whole
+    assert big in orjson.dumps(delta).decode() and "third" in orjson.dumps(delta).decode()
+    held = await link.sidecar.call("lispm/model-stream", params(
+        gw, api, "c4", [user("an edit")], conversation="agent#1", revision=4, since=2, keep=1))
+    assert held == {"stale": True}
+
+
+async def test_a_revision_not_held_starts_nothing_and_says_stale(link: Link) -> None:
+    async with Gateway([{"match": "", "steps": [{"say": "fine"}]}]) as gw:
+        for stale in ({"conversation": "never-sent", "revision": 2, "since": 1, "keep": 0},
+                      {"conversation": "a#1", "revision": 9, "since": 8, "keep": 0}):
+            assert await link.sidecar.call("lispm/model-stream", params(
+                gw, "chat", "s1", [user("hi")], **stale)) == {"stale": True}
+        assert gw.requests == []
+        events = await link.stream(gw, "chat", "s2", [user("hi")], conversation="a#1",
+                                   revision=10)
+        assert ends(events)[0]["type"] == "done"
+        reply = await link.sidecar.call("lispm/model-stream", params(
+            gw, "chat", "s3", [user("more")], conversation="a#1", revision=11, since=10,
+            keep=5), raw=True)
+        assert reply["error"]["message"] == "keep is 5, but revision 10 of a#1 has 1 messages"
+        # Refused: the conversation is forgotten, so what builds on it is stale.
+        assert await link.sidecar.call("lispm/model-stream", params(
+            gw, "chat", "s4", [user("more")], conversation="a#1", revision=12, since=10,
+            keep=1)) == {"stale": True}
+        reply = await link.sidecar.call("lispm/model-stream", params(
+            gw, "chat", "s5", [user("more")], since=10), raw=True)
+        assert reply["error"]["message"] == "since needs a conversation"
+
+
+def test_conversations_past_their_limits_drop_the_least_recently_used() -> None:
+    from lispm_sidecar.models.conversations import Conversations
+
+    kept = Conversations(limit_chars=1000, limit_count=3)
+
+    def send(name: str, revision: int, text: str) -> None:
+        kept.request({"api": "chat", "base_url": "http://x", "model": "m",
+                      "messages": [user(text)], "conversation": name, "revision": revision})
+
+    for n, name in enumerate(("a", "b", "c")):
+        send(name, n, "x" * 100)
+    send("a", 5, "x" * 100)
+    send("d", 6, "x" * 100)
+    assert [kept.get(name) is not None for name in "abcd"] == [True, False, True, True]
+    send("e", 7, "x" * 900)
+    assert [kept.get(name) is not None for name in "acde"] == [False, False, True, True]
+    send("f", 8, "x" * 5000)
+    assert len(kept) == 1 and kept.get("f") is not None
+
+
 # ---------------------------------------------------------------- cancel
 
 

@@ -62,6 +62,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...]
     max_tokens: int | None
     timeout: float
+    #: What the request's prompt is cached under (the conversation's name), or "".
+    cache_key: str = ""
 
 
 # What a dialect's parser finds in the stream.
@@ -195,4 +197,5 @@ def request(params: Mapping[str, Any]) -> ModelRequest:
         tools=tuple(tool(t, f"tools[{i}]") for i, t in enumerate(tools)),
         max_tokens=params.get("max_tokens"),
         timeout=timeout,
+        cache_key=params.get("conversation") or "",
     )

@@ -62,6 +62,8 @@ def body(request: ModelRequest) -> Json:
                            "parameters": t.parameters, "strict": False} for t in request.tools]
     if request.max_tokens:
         found["max_output_tokens"] = request.max_tokens
+    if request.cache_key:
+        found["prompt_cache_key"] = request.cache_key
     return found
 
 

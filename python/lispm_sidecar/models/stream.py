@@ -38,8 +38,15 @@ import orjson
 
 from .. import protocol
 from ..errors import InvalidParams, LispmError
-from ..protocol import Empty, ModelCancelParams, ModelCancelResult, ModelErrorKind, ModelEventParams
+from ..protocol import (
+    ModelCancelParams,
+    ModelCancelResult,
+    ModelErrorKind,
+    ModelEventParams,
+    ModelStreamResult,
+)
 from . import anthropic, chat, neutral, responses
+from .conversations import Conversations
 from .neutral import CallPart, Dialect, Done, Failed, ModelRequest, Part, Text, Usage
 from .sse import SseDecoder, SseError
 
@@ -195,17 +202,37 @@ class ModelStreams:
         self.link = link
         self._live: dict[str, tuple[asyncio.Task[None], _Out]] = {}
         self._session: aiohttp.ClientSession | None = None
+        self.conversations = Conversations()
 
-    async def start(self, params: protocol.ModelStreamParams) -> Empty:
-        """Start the stream PARAMS describe; its events follow."""
+    async def start(self, params: protocol.ModelStreamParams) -> ModelStreamResult:
+        """Start the stream PARAMS describe; its events follow.
+
+        A request building on a revision of its conversation the sidecar
+        does not hold starts nothing and answers `stale`; its key file,
+        if any, is left for the whole request that follows."""
         stream = params["stream"]
-        key = read_key(params.get("key_file"), params.get("key_env"))
         if params["api"] not in DIALECTS:
             raise InvalidParams(f"api must be one of {', '.join(DIALECTS)}, "
                                 f"not {params['api']!r}")
         if stream in self._live:
             raise InvalidParams(f"the model stream {stream} is already running")
-        request = neutral.request(params)
+        conversation = params.get("conversation")
+        try:
+            request = self.conversations.request(params)
+        except InvalidParams:
+            if conversation:
+                self.conversations.forget(conversation)
+            raise
+        if request is None:
+            log.info("model stream %s: conversation %s is not held at revision %s",
+                     stream, conversation, params.get("since"))
+            return {"stale": True}
+        try:
+            key = read_key(params.get("key_file"), params.get("key_env"))
+        except ModelKeyError:
+            if conversation:
+                self.conversations.forget(conversation)
+            raise
         out = _Out(self.link, stream)
         task = asyncio.create_task(self._run(out, DIALECTS[request.api], request, key),
                                    name=f"model stream {stream}")
