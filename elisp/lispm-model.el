@@ -79,7 +79,12 @@ Each entry is (NAME . PROPERTIES):
              for an environment variable, or nil for no key
   :window    the model's context window in tokens, if known: history
              is compacted as it nears it (never on a guess)
-  :max-tokens  the longest answer asked for (default 8192)"
+  :max-tokens  the longest answer asked for (default 8192)
+  :price     what it costs, in dollars per million tokens, as you find
+             it (LispM ships no prices): (:input D :output D :cached D
+             :cache-write D), the last two for the prompt's tokens read
+             from the API's cache and written to it (each :input if not
+             given)"
   :type '(alist :key-type (string :tag "Name")
                 :value-type
                 (plist :options
@@ -91,7 +96,10 @@ Each entry is (NAME . PROPERTIES):
                                       (list :tag "Environment variable"
                                             (const :env) string)))
                         (:window integer)
-                        (:max-tokens integer)))))
+                        (:max-tokens integer)
+                        (:price (plist :options ((:input number) (:output number)
+                                                 (:cached number)
+                                                 (:cache-write number))))))))
 
 (defcustom lispm-model-idle-timeout 120
   "Seconds a stream may go without an event before it fails."

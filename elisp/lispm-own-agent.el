@@ -343,6 +343,13 @@ Interactively, read each limit; an empty answer leaves it out."
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql call)) call)
   "Write CALL, which TURN's model asked for, in its session."
+  (unless (lispm-turn-reply turn)
+    ;; An answer of calls alone has a reply heading of its own too, so
+    ;; that the session reads back as the model answered: one message
+    ;; for each answer, and so the prefix its next request caches.
+    (let ((reply (lispm-session-begin-reply (lispm-turn-buffer turn))))
+      (lispm-session-end-reply reply)
+      (setf (lispm-turn-reply turn) reply)))
   (lispm-session-insert-call (lispm-turn-buffer turn)
                              (list :id (lispm-turn-call-id call) :name (lispm-turn-call-name call)
                                    :arguments (lispm-turn-call-arguments call))))

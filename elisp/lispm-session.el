@@ -1797,41 +1797,52 @@ is the turn's `:LISPM_REVERTED:' property.  Save and commit."
 ;;; Tokens and cost
 
 (defun lispm-session--usage-text (usage)
-  "Return USAGE, (:input N :output N :cost C), as a property writes it."
-  (format "%d %d%s" (plist-get usage :input) (plist-get usage :output)
+  "Return USAGE as a property writes it: IN OUT CACHED REASONING [COST].
+USAGE is (:input N :output N :cached N :reasoning N :cost C)."
+  (format "%d %d %d %d%s" (plist-get usage :input) (plist-get usage :output)
+          (or (plist-get usage :cached) 0) (or (plist-get usage :reasoning) 0)
           (if (plist-get usage :cost) (format " %.6f" (plist-get usage :cost)) "")))
 
 (defun lispm-session--read-usage (text)
-  "Return the usage written as TEXT, a property's value, or nil."
-  (when (and text (string-match "\\`\\([0-9]+\\) \\([0-9]+\\)\\(?: \\([0-9.]+\\)\\)?\\'" text))
+  "Return the usage written as TEXT, a property's value, or nil.
+An older session's IN OUT [COST] reads with no cached or reasoning tokens."
+  (when (and text (string-match "\\`\\([0-9]+\\) \\([0-9]+\\)\\(?: \\([0-9]+\\) \\([0-9]+\\)\\)?\\(?: \\([0-9]*\\.[0-9]+\\)\\)?\\'"
+                                text))
     (list :input (string-to-number (match-string 1 text))
           :output (string-to-number (match-string 2 text))
-          :cost (and (match-string 3 text) (string-to-number (match-string 3 text))))))
+          :cached (string-to-number (or (match-string 3 text) "0"))
+          :reasoning (string-to-number (or (match-string 4 text) "0"))
+          :cost (and (match-string 5 text) (string-to-number (match-string 5 text))))))
 
 (defun lispm-session-usage (buffer)
   "Return the sum of what each turn of BUFFER's session used, a plist.
-\(:input N :output N :cost C :turns K): the tokens the turns' drawers
-record (`lispm-session-record-usage'), and their cost, nil if no turn
-had a price."
+\(:input N :output N :cached N :reasoning N :cost C :turns K): the tokens
+the turns' drawers record (`lispm-session-record-usage'), and their cost,
+nil if no turn had a price."
   (with-current-buffer buffer
-    (let ((input 0) (output 0) (cost nil) (turns 0))
+    (let ((sum (list :input 0 :output 0 :cached 0 :reasoning 0)) (cost nil) (turns 0))
       (dolist (item (cdr (lispm-session--parse)))
         (when-let* ((usage (lispm-session--read-usage (plist-get item :usage))))
           (cl-incf turns)
-          (cl-incf input (plist-get usage :input))
-          (cl-incf output (plist-get usage :output))
+          (dolist (key '(:input :output :cached :reasoning))
+            (setq sum (plist-put sum key (+ (plist-get sum key) (plist-get usage key)))))
           (when (plist-get usage :cost)
             (setq cost (+ (or cost 0) (plist-get usage :cost))))))
-      (list :input input :output output :cost cost :turns turns))))
+      (append sum (list :cost cost :turns turns)))))
 
 (defun lispm-session-usage-line (usage)
   "Return USAGE, as `lispm-session-usage' gives it, in words."
-  (format "%d input, %d output tokens%s" (plist-get usage :input) (plist-get usage :output)
+  (format "%d input (%d cached), %d output tokens%s%s"
+          (plist-get usage :input) (or (plist-get usage :cached) 0) (plist-get usage :output)
+          (if (> (or (plist-get usage :reasoning) 0) 0)
+              (format " (%d reasoning)" (plist-get usage :reasoning))
+            "")
           (if (plist-get usage :cost) (format ", $%.4f" (plist-get usage :cost)) "")))
 
 (defun lispm-session-record-usage (buffer number usage)
   "Record that turn NUMBER of BUFFER's session used USAGE.
-USAGE is (:input N :output N :cost C), C nil without a price: the
+USAGE is (:input N :output N :cached N :reasoning N :cost C), C nil
+without a price: the
 turn's `:LISPM_USAGE:' property, and the header's `#+LISPM_USAGE:' the
 session's sum.  Saved with the turn's end."
   (with-current-buffer buffer

@@ -156,9 +156,11 @@ session recorded them (see `lispm-session-turn-changes'): a rebuilt turn's.")
   (restarts nil :documentation "When stopped: its `lispm-restart's, in order.")
   (interrupted nil :documentation "Non-nil once the user asked it to stop.")
   (usage nil :documentation "The newest usage the model reported, a plist.")
-  (spent (list :input 0 :output 0 :cost nil)
-         :documentation "What its requests used so far: tokens in and out, and
-their cost in dollars at the models' `:price' (nil while none has one).")
+  (spent (list :input 0 :output 0 :cached 0 :reasoning 0 :cost nil)
+         :documentation "What its requests used so far: tokens in and out, those
+in read from the model's cache and those out that were reasoning among
+them, and their cost in dollars at the models' `:price' (nil while none
+has one).")
   (context nil :documentation "Nil, or a function of the turn returning a message
 to add to its conversation before its next request, or nil: a note of what
 changed outside the conversation, such as the plan the user edited.")
@@ -847,24 +849,35 @@ BEFORE, if non-nil, is called with no arguments first."
 
 ;;; Tokens, cost and the budget
 
-(defun lispm-turn-cost (model input output)
-  "Return the dollars INPUT and OUTPUT tokens cost on MODEL, or nil.
-MODEL's `:price' in `lispm-models' is (:input DOLLARS :output
-DOLLARS), per million tokens; without one, nil."
+(defun lispm-turn-cost (model usage)
+  "Return the dollars USAGE, a usage event, costs on MODEL, or nil.
+MODEL's `:price' in `lispm-models' is (:input DOLLARS :output DOLLARS
+:cached DOLLARS :cache-write DOLLARS), per million tokens; the
+prompt's tokens read from the API's cache cost `:cached' and those
+written to it `:cache-write', each `:input' if not given.  Without a
+price, nil."
   (when-let* ((price (plist-get (ignore-errors (lispm-model-get model)) :price)))
-    (/ (+ (* input (or (plist-get price :input) 0))
-          (* output (or (plist-get price :output) 0)))
-       1e6)))
+    (let* ((input (or (plist-get usage :input_tokens) 0))
+           (cached (or (plist-get usage :cached_tokens) 0))
+           (written (or (plist-get usage :cache_write_tokens) 0))
+           (per-input (or (plist-get price :input) 0)))
+      (/ (+ (* (- input cached written) per-input)
+            (* cached (or (plist-get price :cached) per-input))
+            (* written (or (plist-get price :cache-write) per-input))
+            (* (or (plist-get usage :output_tokens) 0) (or (plist-get price :output) 0)))
+         1e6))))
 
 (defun lispm-turn--spend (turn usage)
   "Add USAGE, a usage event of TURN's model, to what TURN spent."
-  (let* ((spent (lispm-turn-spent turn))
-         (input (or (plist-get usage :input_tokens) 0))
-         (output (or (plist-get usage :output_tokens) 0))
-         (cost (lispm-turn-cost (lispm-turn-model turn) input output)))
+  (let ((spent (lispm-turn-spent turn))
+        (cost (lispm-turn-cost (lispm-turn-model turn) usage)))
     (setf (lispm-turn-spent turn)
-          (list :input (+ (plist-get spent :input) input)
-                :output (+ (plist-get spent :output) output)
+          (list :input (+ (plist-get spent :input) (or (plist-get usage :input_tokens) 0))
+                :output (+ (plist-get spent :output) (or (plist-get usage :output_tokens) 0))
+                :cached (+ (or (plist-get spent :cached) 0)
+                           (or (plist-get usage :cached_tokens) 0))
+                :reasoning (+ (or (plist-get spent :reasoning) 0)
+                              (or (plist-get usage :reasoning_tokens) 0))
                 :cost (if (or cost (plist-get spent :cost))
                           (+ (or (plist-get spent :cost) 0) (or cost 0))
                         nil)))))

@@ -548,7 +548,8 @@ or an error the server reported in it)."""
 class ModelEventParams(TypedDict):
     """One event of a model stream; `type` says which other keys it has:
     text {text}; tool_call {id, name, arguments}; usage {input_tokens,
-    output_tokens}; done {stop_reason}; error {kind, message, status?, body?}."""
+    output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens};
+    done {stop_reason}; error {kind, message, status?, body?}."""
 
     stream: str
     type: Literal["text", "tool_call", "usage", "done", "error"]
@@ -559,6 +560,9 @@ class ModelEventParams(TypedDict):
     arguments: NotRequired[str]
     input_tokens: NotRequired[int]
     output_tokens: NotRequired[int]
+    cached_tokens: NotRequired[int]
+    cache_write_tokens: NotRequired[int]
+    reasoning_tokens: NotRequired[int]
     stop_reason: NotRequired[str]
     message: NotRequired[str]
     status: NotRequired[int]

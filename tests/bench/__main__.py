@@ -63,6 +63,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "agent_stream": bench_agent.stream_cost,
     "agent_tool_step": bench_agent.tool_step,
     "agent_tool_step_large": bench_agent.tool_step_large,
+    "agent_prompt_cache": bench_agent.prompt_cache,
     "run_lisp_check": bench_lisp.check_200_lines,
     "run_lisp_child_start": bench_lisp.child_start,
     "run_lisp_40_files": bench_run_lisp.forty_files,

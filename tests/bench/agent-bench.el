@@ -40,6 +40,10 @@
 ;;         LISPM_BENCH_SIZE characters: prints {"case": "step-large",
 ;;         "fresh": [...], "large": [...]}, each turn's gaps as `step'.
 ;;
+;; session ROUNDS turns in one session, each reading notes.txt twice:
+;;         prints {"case": "session", "turns": N, "input": N, "cached": N},
+;;         the tokens the session's header sums.
+;;
 ;; turns   Turns of the prompts listed in LISPM_BENCH_DIR/prompts.json (a
 ;;         JSON array of strings): one untimed turn of each, then
 ;;         ROUNDS rounds of one turn of each, in the order given, each
@@ -273,6 +277,25 @@ characters, streamed in a turn before.  Print both rounds' gaps."
                                          :large (vconcat (nreverse large))))
                    "\n"))))
 
+;;; One session of many turns
+
+(defun agent-bench-session (turns)
+  "Run TURNS turns in one own agent's session, each reading a file twice."
+  (let ((agent (lispm-agent agent-bench-folder "scripted")))
+    (dotimes (n turns)
+      (lispm-own-agent-send agent (format "Cache turn %d: read notes.txt twice" n))
+      (agent-bench--wait (lambda () (not (lispm-own-agent-busy-p agent))) 120
+                         (format "turn %d" n))
+      (unless (eq (lispm-turn-state (agent-bench--turn agent)) 'done)
+        (error "Turn %d ended %s: %S" n (lispm-turn-state (agent-bench--turn agent))
+               (lispm-turn-condition (agent-bench--turn agent)))))
+    (let ((usage (lispm-session-usage (lispm-own-agent-buffer agent))))
+      (agent-bench--end agent)
+      (princ (concat (json-serialize (list :case "session" :turns turns
+                                           :input (plist-get usage :input)
+                                           :cached (plist-get usage :cached)))
+                     "\n")))))
+
 ;;; Turns side by side
 
 (defun agent-bench--timed-turn (prompt)
@@ -329,6 +352,8 @@ characters, streamed in a turn before.  Print both rounds' gaps."
       ("step-large" (agent-bench-step-large
                      (string-to-number (or (getenv "LISPM_BENCH_ROUNDS") "2"))
                      (string-to-number (agent-bench--env "LISPM_BENCH_SIZE"))))
+      ("session" (agent-bench-session
+                  (string-to-number (or (getenv "LISPM_BENCH_ROUNDS") "20"))))
       ("turns" (agent-bench-turns (string-to-number
                                    (or (getenv "LISPM_BENCH_ROUNDS") "5"))))
       (other (error "Unknown LISPM_BENCH_CASE %s" other)))

@@ -24,6 +24,8 @@ from typing import Any
 
 import aiohttp
 
+from lispm_sidecar.testing.gateway_cache import common_length, prompt_bytes
+
 from .core import BENCH_DIR, ROOT, Context, Metric, Target, median, run_emacs_json, spread
 
 #: The answers streamed: 20 KB and 2 MB (KB = 1,000 characters, all ASCII).
@@ -34,6 +36,8 @@ STREAM_ROUNDS = 5
 STEPS, STEP_TURNS = 30, 2
 #: The earlier conversation of the large session: 5 MB.
 HUGE = 5_000_000
+#: Turns of the session whose prompts should cache.
+CACHE_TURNS = 20
 #: Empty requests timed against the gateway alone (after 10 untimed).
 GATEWAY_REQUESTS = 50
 TIMEOUT = 600
@@ -48,6 +52,7 @@ def script() -> list[dict[str, Any]]:
         {"match": f"Stream {LARGE} ", "steps": [{"long": LARGE}]},
         {"match": f"Stream {HUGE} ", "steps": [{"long": HUGE}]},
         {"match": STEP_PROMPT, "steps": [*([read] * STEPS), {"say": "Read it all."}]},
+        {"match": "Cache turn", "steps": [read, read, {"say": "Read it twice."}]},
     ]
 
 
@@ -240,4 +245,37 @@ async def tool_step_large(context: Context) -> list[Metric]:
         Metric("agent_tool_step_5mb_session_sent_ms", median(large_sent), "ms",
                note=f"wall time from the answer to the next request written, with 5 MB "
                f"before it; fresh {median(fresh_sent):.2f} ms"),
+    ]
+
+
+async def prompt_cache(context: Context) -> list[Metric]:
+    """`agent_prompt_prefix_stable_ratio` and `agent_cached_input_share` over a session."""
+    work = context.work / "agent-session"
+    work.mkdir(parents=True, exist_ok=True)
+    elisp = await compiled_lispm(context)
+    async with timed_gateway(context, work, script()) as url:
+        data = await run_agent_bench(context, elisp, work, "session", CACHE_TURNS, url)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{url}/_gateway/requests") as response:
+                entries = [e for e in await response.json()
+                           if e["kind"] == "main" and "Cache turn" in (e["prompt"] or "")]
+            prompts = []
+            for entry in entries:
+                async with session.get(f"{url}/_gateway/requests/{entry['n']}/body") as response:
+                    prompts.append(prompt_bytes(entry["api"], await response.json()))
+    shares = [common_length(before, after) / len(before)
+              for before, after in itertools.pairwise(prompts)]
+    read = sum(e["prompt_tokens"]["cache_read"] for e in entries)
+    total = sum(e["prompt_tokens"]["tokens"] for e in entries)
+    return [
+        Metric("agent_prompt_prefix_stable_ratio", sum(shares) / len(shares), "×",
+               Target(">=", 0.95),
+               f"{len(entries)} requests of a {data['turns']}-turn session with tool calls "
+               f"(Anthropic's dialect): the mean share of each request's prompt (tools, "
+               f"system, messages; cache marks aside) that the next begins with, byte for "
+               f"byte; the least {min(shares):.3f}"),
+        Metric("agent_cached_input_share", read / total, "×", Target(">=", 0.8),
+               f"of {total} input tokens, {read} read from the cache as the gateway counts "
+               f"it from what it got; the session's header says {data['cached']} of "
+               f"{data['input']}"),
     ]

@@ -26,6 +26,7 @@ import orjson
 from aiohttp import web
 
 from lispm_sidecar.testing.gateway import Dialect, Gateway
+from lispm_sidecar.testing.gateway_cache import Prompt
 from lispm_sidecar.testing.gateway_script import Decision
 from lispm_sidecar.testing.gateway_wire import Exchange, Json
 
@@ -41,10 +42,10 @@ class TimedGateway(Gateway):
         self.latency = latency
 
     async def _answer(self, request: web.Request, dialect: Dialect, ex: Exchange,
-                      decision: Decision, entry: Json, input_tokens: int) -> web.StreamResponse:
+                      decision: Decision, entry: Json, prompt: Prompt) -> web.StreamResponse:
         if self.latency:
             await asyncio.sleep(self.latency)
-        response = await super()._answer(request, dialect, ex, decision, entry, input_tokens)
+        response = await super()._answer(request, dialect, ex, decision, entry, prompt)
         entry["end_t"] = time.time()
         return response
 

@@ -87,7 +87,18 @@ The session's header links it."
         (should (string-search "typed by the user" (buffer-string))))
       ;; The request after the second edit holds both results.
       (let ((last (car (last (lispm-e2e-own-requests "Make two edits")))))
-        (should (= 2 (length (plist-get last :tool_results))))))))
+        (should (= 2 (length (plist-get last :tool_results)))))
+      ;; The session reads back as the model answered: two answers of one
+      ;; call each (not one of two calls), the conversation the next turn
+      ;; sends and the prompt cache's prefix.
+      (let ((turn (cdar (lispm-own-agent-turns agent))))
+        (should (equal (last (lispm-session-messages (lispm-own-agent-buffer agent)) 5)
+                       (last (lispm-turn-messages turn) 5)))
+        (should (equal (mapcar (lambda (m) (length (plist-get m :tool_calls)))
+                               (cl-remove "assistant" (lispm-turn-messages turn)
+                                          :key (lambda (m) (plist-get m :role))
+                                          :test-not #'equal))
+                       '(1 1 0)))))))
 
 ;;; 3: revert a whole turn
 
@@ -275,11 +286,18 @@ is a conflict, and nothing changes."
       (let ((usage (lispm-actor-usage agent)))
         (should (> (plist-get usage :input) 0))
         (should (> (plist-get usage :cost) 0)))
-      (should (string-match-p "^- Used in this session: [0-9]+ input, [0-9]+ output tokens, \\$"
-                              (with-current-buffer (lispm-inspect agent) (buffer-string))))
+      (should (string-match-p
+               "^- Used in this session: [0-9]+ input ([0-9]+ cached), [0-9]+ output tokens, \\$"
+               (with-current-buffer (lispm-inspect agent) (buffer-string))))
+      ;; The second request read from the cache what the first wrote, as the
+      ;; gateway counts it from what it got.
+      (should (> (plist-get (lispm-actor-usage agent) :cached) 0))
       (with-current-buffer (lispm-own-agent-buffer agent)
-        (should (string-match-p "^:LISPM_USAGE: [0-9]+ [0-9]+ [0-9.]+$" (buffer-string)))
-        (should (string-match-p "^#\\+LISPM_USAGE: .*input, [0-9]+ output tokens, \\$" (buffer-string)))))))
+        (should (string-match-p "^:LISPM_USAGE: [0-9]+ [0-9]+ [1-9][0-9]* 0 [0-9.]+$"
+                                (buffer-string)))
+        (should (string-match-p
+                 "^#\\+LISPM_USAGE: .*input ([1-9][0-9]* cached), [0-9]+ output tokens, \\$"
+                 (buffer-string)))))))
 
 ;;; 3f: local servers' quirks never kill a turn
 

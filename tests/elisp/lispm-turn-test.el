@@ -386,11 +386,25 @@ ended, SINK to its sink.  The actor is an own agent without a session."
       (should (= (length lispm-test-model-requests) 1))
       (should (eq (car (lispm-turn-condition turn)) 'lispm-turn-budget-exceeded))
       (should (equal (lispm-turn-available-restarts turn) '(raise-budget other-model abort)))
-      (should (equal (lispm-turn-spent turn) '(:input 90 :output 30 :cost 0.00057)))
+      (should (equal (lispm-turn-spent turn)
+                     '(:input 90 :output 30 :cached 0 :reasoning 0 :cost 0.00057)))
       (lispm-turn-test--restart turn 'raise-budget 1000)
       (should (= lispm-turn-test--budget 1000))
       (should (eq (lispm-turn-state turn) 'done))
       (should (= (length lispm-test-model-requests) 2)))))
+
+(ert-deftest lispm-turn-test-cached-tokens-cost-their-own-price ()
+  (let ((lispm-models '(("m" :api chat :base-url "http://x" :model "m"
+                         :price (:input 3 :output 15 :cached 0.3 :cache-write 3.75))
+                        ("plain" :api chat :base-url "http://x" :model "m"
+                         :price (:input 3 :output 15))))
+        (usage '(:input_tokens 1000000 :cached_tokens 600000 :cache_write_tokens 100000
+                               :output_tokens 10000 :reasoning_tokens 4000)))
+    ;; 0.3 M uncached at 3, 0.6 M read at 0.3, 0.1 M written at 3.75, 0.01 M out at 15.
+    (should (< (abs (- (lispm-turn-cost "m" usage) (+ 0.9 0.18 0.375 0.15))) 1e-9))
+    ;; Without cache prices, every input token is an input token.
+    (should (< (abs (- (lispm-turn-cost "plain" usage) (+ 3.0 0.15))) 1e-9))
+    (should-not (lispm-turn-cost "unknown" usage))))
 
 (ert-deftest lispm-turn-test-a-budget-other-model-sends-once ()
   (let ((lispm-turn-test--budget 100))

@@ -163,9 +163,14 @@ async def test_text_streams_in_coalesced_deltas_then_usage_and_done(link: Link, 
     assert first["model"] == f"{api}-model" and first["stream"] is True
     assert first["prompt"] == "slow please" and second["prompt"] == "fast please"
     if api == "anthropic":
-        assert body["system"] == "Be brief." and body["max_tokens"] > 0
-        assert body["messages"] == [{"role": "user",
-                                     "content": [{"type": "text", "text": "slow please"}]}]
+        # The prompt in the API's order, the system prompt and the last block
+        # marked for its cache.
+        assert list(body) == ["model", "max_tokens", "stream", "system", "messages"]
+        assert body["system"] == [{"type": "text", "text": "Be brief.",
+                                   "cache_control": {"type": "ephemeral"}}]
+        assert body["max_tokens"] > 0
+        assert body["messages"] == [{"role": "user", "content": [
+            {"type": "text", "text": "slow please", "cache_control": {"type": "ephemeral"}}]}]
     elif api == "responses":
         assert body["instructions"] == "Be brief." and body["store"] is False
         assert body["input"] == [{"type": "message", "role": "user",
@@ -393,6 +398,74 @@ async def test_a_revision_not_held_starts_nothing_and_says_stale(link: Link) -> 
         reply = await link.sidecar.call("lispm/model-stream", params(
             gw, "chat", "s5", [user("more")], since=10), raw=True)
         assert reply["error"]["message"] == "since needs a conversation"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_prompts_prefix_read_from_the_cache_shows_in_the_usage(link: Link,
+                                                                       api: str) -> None:
+    rules = "Keep to the rules. " * 800
+    first = [user("first question")]
+    second = [*first, {"role": "assistant", "content": "fine"}, user("second question")]
+    async with Gateway([{"match": "", "steps": [{"say": "fine"}]}]) as gw:
+        usages = []
+        for n, messages in enumerate((first, second)):
+            events = await link.stream(gw, api, f"p{n}", messages, system=rules, tools=TOOLS,
+                                       conversation="cached#1", revision=n + 1)
+            usages.append(next(e for e in events if e["type"] == "usage"))
+        logged = [r["prompt_tokens"] for r in gw.main_requests(api)]
+    assert usages[0]["cached_tokens"] == 0
+    for usage, counted in zip(usages, logged, strict=True):
+        assert usage["input_tokens"] == counted["tokens"]
+        assert usage["cached_tokens"] == counted["cache_read"]
+        assert usage["cache_write_tokens"] == counted["cache_write"]
+    assert usages[1]["cached_tokens"] > 0.8 * usages[1]["input_tokens"]
+    if api == "anthropic":
+        # Written up to the first request's last block, read back whole by the second.
+        assert usages[0]["cache_write_tokens"] == usages[0]["input_tokens"]
+        assert usages[1]["cached_tokens"] == usages[0]["cache_write_tokens"]
+    else:
+        assert usages[1]["cached_tokens"] % 128 == 0
+
+
+def test_the_gateways_cache_reads_only_what_an_earlier_request_wrote() -> None:
+    from lispm_sidecar.testing.gateway_cache import PromptCache
+
+    mark = {"type": "ephemeral"}
+    system = [{"type": "text", "text": "rules " * 1000, "cache_control": mark}]
+
+    def body(texts: list[str], marked: bool = True, sys: Any = system) -> dict[str, Any]:
+        blocks = [{"type": "text", "text": t} for t in texts]
+        if marked:
+            blocks[-1] = {**blocks[-1], "cache_control": mark}
+        return {"system": sys, "messages": [{"role": "user", "content": blocks}]}
+
+    cache = PromptCache()
+    assert cache.count("anthropic", body(["a"])).cache_read == 0
+    # The system prompt and the first block, written: read back, the rest written.
+    again = cache.count("anthropic", body(["a", "b"]))
+    assert again.cache_read > 1500 and again.cache_write > 0
+    # More than 20 blocks after what was written: not found.
+    far = cache.count("anthropic", body(["a", *[f"x{i}" for i in range(25)]]))
+    assert far.cache_read == cache.count("anthropic", body(["zzz"])).cache_read
+    # Another system prompt: nothing read.
+    other = [{"type": "text", "text": "other " * 1000, "cache_control": mark}]
+    assert cache.count("anthropic", body(["a", "b"], sys=other)).cache_read == 0
+    # Too short to be written: never read.
+    short = PromptCache()
+    short.count("anthropic", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "hi", "cache_control": mark}]}]})
+    assert short.count("anthropic", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "hi", "cache_control": mark}]}]}).cache_read == 0
+    # OpenAI: 1024 tokens at least, in steps of 128.
+    openai = PromptCache()
+    small = {"input": [{"type": "message", "role": "user", "content": "hi"}]}
+    openai.count("responses", small)
+    assert openai.count("responses", small).cache_read == 0
+    large = {"instructions": "rules " * 1000, "input": [{"role": "user", "content": "hi"}]}
+    openai.count("responses", large)
+    read = openai.count("responses", {**large, "input": [*large["input"], {"role": "user",
+                                                                          "content": "more"}]})
+    assert read.cache_read > 1024 and read.cache_read % 128 == 0
 
 
 def test_conversations_past_their_limits_drop_the_least_recently_used() -> None:

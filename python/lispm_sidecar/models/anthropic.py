@@ -75,15 +75,33 @@ def messages(neutral: Iterable[Message]) -> list[Json]:
     return out
 
 
+#: A cache breakpoint, as the API marks one.
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _mark_for_cache(out: list[Json]) -> None:
+    """Put cache breakpoints on the last block of OUT's last message and of
+    the user message before it: each request reads what the one before it
+    wrote, and writes what the next will read.  (The system prompt, after
+    the tools, is the third; the API allows four.)"""
+    users = [m for m in out if m["role"] == "user"]
+    for message in {id(m): m for m in [*users[-2:-1], *out[-1:]]}.values():
+        message["content"][-1] = {**message["content"][-1], "cache_control": EPHEMERAL}
+
+
 def body(request: ModelRequest) -> Json:
-    """The streaming request's body."""
+    """The streaming request's body: the prompt in the API's order (tools,
+    system, messages), with cache breakpoints where they pay."""
     found: Json = {"model": request.model, "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-                   "messages": messages(request.messages), "stream": True}
-    if request.system:
-        found["system"] = request.system
+                   "stream": True}
     if request.tools:
         found["tools"] = [{"name": t.name, "description": t.description,
                            "input_schema": t.parameters} for t in request.tools]
+    if request.system:
+        found["system"] = [{"type": "text", "text": request.system,
+                            "cache_control": EPHEMERAL}]
+    found["messages"] = messages(request.messages)
+    _mark_for_cache(found["messages"])
     return found
 
 
@@ -93,8 +111,18 @@ class Parser:
     def __init__(self) -> None:
         self._calls: dict[int, tuple[str, str, list[str], Any]] = {}
         self._input_tokens = 0
+        self._cached = 0
+        self._cache_write = 0
         self._output_tokens = 0
         self._stop = "end_turn"
+
+    def _prompt(self, usage: Json) -> None:
+        """Take the prompt's tokens of USAGE: the API counts apart those it
+        read from its cache and wrote to it; the neutral count has all."""
+        self._cached = int(usage.get("cache_read_input_tokens") or 0)
+        self._cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+        self._input_tokens = (int(usage.get("input_tokens") or 0) + self._cached
+                              + self._cache_write)
 
     def feed(self, event: str, data: str) -> Iterable[Part]:
         """The parts of one event."""
@@ -117,7 +145,7 @@ class Parser:
             return [self._finish_call(*call)] if call else []
         if kind == "message_start":
             usage = (value.get("message") or {}).get("usage") or {}
-            self._input_tokens = _tokens(usage)
+            self._prompt(usage)
             self._output_tokens = int(usage.get("output_tokens") or 0)
         elif kind == "message_delta":
             stop = (value.get("delta") or {}).get("stop_reason")
@@ -127,9 +155,10 @@ class Parser:
             if "output_tokens" in usage:
                 self._output_tokens = int(usage["output_tokens"] or 0)
             if usage.get("input_tokens"):
-                self._input_tokens = _tokens(usage)
+                self._prompt(usage)
         elif kind == "message_stop":
-            return [Usage(self._input_tokens, self._output_tokens), Done(self._stop)]
+            return [Usage(self._input_tokens, self._output_tokens, self._cached,
+                          self._cache_write), Done(self._stop)]
         elif kind == "error":
             error = value.get("error") or {}
             return [Failed(f"{error.get('type', 'error')}: {error.get('message', data)}")]
@@ -155,11 +184,6 @@ class Parser:
     def finish(self) -> Iterable[Part]:
         """Nothing: without `message_stop` the answer is not complete."""
         return []
-
-
-def _tokens(usage: Json) -> int:
-    return sum(int(usage.get(key) or 0) for key in (
-        "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
 
 def parser() -> Parser:

@@ -31,7 +31,18 @@ from collections.abc import Iterable
 
 import orjson
 
-from .neutral import CallPart, Done, Failed, Json, Message, ModelRequest, Part, Text, Usage
+from .neutral import (
+    CallPart,
+    Done,
+    Failed,
+    Json,
+    Message,
+    ModelRequest,
+    Part,
+    Text,
+    Usage,
+    usage_detail,
+)
 
 #: The API's finish reasons in neutral words.
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
@@ -133,7 +144,10 @@ class Parser:
         usage = value.get("usage")
         if isinstance(usage, dict):
             self._usage = Usage(int(usage.get("prompt_tokens") or 0),
-                                int(usage.get("completion_tokens") or 0))
+                                int(usage.get("completion_tokens") or 0),
+                                usage_detail(usage, "prompt_tokens_details", "cached_tokens"),
+                                0, usage_detail(usage, "completion_tokens_details",
+                                                    "reasoning_tokens"))
         parts: list[Part] = []
         for choice in value.get("choices") or []:
             delta = choice.get("delta") or {}

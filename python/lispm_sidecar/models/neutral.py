@@ -78,10 +78,17 @@ class Text:
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens the request took and the answer gave."""
+    """Tokens the request took and the answer gave.
+
+    INPUT_TOKENS are all the prompt's, those read from the API's cache
+    (CACHED_TOKENS) and written to it (CACHE_WRITE_TOKENS) among them;
+    REASONING_TOKENS are among OUTPUT_TOKENS."""
 
     input_tokens: int
     output_tokens: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,12 @@ class Failed:
 
 
 Part = Text | CallPart | Usage | Done | Failed
+
+
+def usage_detail(usage: Json, part: str, key: str) -> int:
+    """The count KEY of USAGE's PART (OpenAI's `*_tokens_details`), or 0."""
+    details = usage.get(part)
+    return int(details.get(key) or 0) if isinstance(details, dict) else 0
 
 
 class Parser(Protocol):

@@ -13,7 +13,18 @@ from collections.abc import Iterable
 
 import orjson
 
-from .neutral import CallPart, Done, Failed, Json, Message, ModelRequest, Part, Text, Usage
+from .neutral import (
+    CallPart,
+    Done,
+    Failed,
+    Json,
+    Message,
+    ModelRequest,
+    Part,
+    Text,
+    Usage,
+    usage_detail,
+)
 
 
 def url(base_url: str) -> str:
@@ -119,7 +130,9 @@ class Parser:
             stop = "max_tokens" if reason == "max_output_tokens" else reason
         else:
             stop = "tool_use" if self._called else "end_turn"
-        return [Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)),
+        return [Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                      usage_detail(usage, "input_tokens_details", "cached_tokens"), 0,
+                      usage_detail(usage, "output_tokens_details", "reasoning_tokens")),
                 Done(stop)]
 
     def finish(self) -> Iterable[Part]:

@@ -9,7 +9,9 @@
   event per 20 ms however finely the model streams;
 - each `tool_call` once complete, its `arguments` the raw JSON text as the
   model wrote it (malformed or not: Emacs decides);
-- `usage` (when the API reports it), just before
+- `usage` (when the API reports it): the prompt's tokens in all, those
+  read from the API's cache and written to it among them, the answer's,
+  and its reasoning's among those; just before
 - exactly one end: `done` with a neutral `stop_reason` (`end_turn`,
   `tool_use`, `max_tokens`, or what the API said), or `error` with a
   `message`, and for an HTTP error its `status` and the first 4096 bytes
@@ -391,7 +393,10 @@ class ModelStreams:
             elif isinstance(part, Usage):
                 out.flush()
                 out.send({"stream": stream, "type": "usage", "input_tokens": part.input_tokens,
-                          "output_tokens": part.output_tokens})
+                          "output_tokens": part.output_tokens,
+                          "cached_tokens": part.cached_tokens,
+                          "cache_write_tokens": part.cache_write_tokens,
+                          "reasoning_tokens": part.reasoning_tokens})
             elif isinstance(part, Done):
                 return {"stream": stream, "type": "done", "stop_reason": part.stop_reason}
             elif isinstance(part, Failed):

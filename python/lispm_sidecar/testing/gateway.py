@@ -109,7 +109,9 @@ unknown), `headers` (user-agent, originator, x-app, anthropic-version),
 namespace tools as `namespace.name`), `answer` ({source: script, done,
 directive, echo or side; rule, match, step; text (its first 4000
 characters, and `text_length` if longer); tool; args; `calls` when there are
-several; delay, status, cut when set}), `status`, `body_file`, and
+several; delay, status, cut when set}), `prompt_tokens` ({tokens,
+cache_read, cache_write}: the prompt as the API's cache would count it,
+gateway_cache.py; its usage reports the same), `status`, `body_file`, and
 `cancelled`: true once the gateway saw the client close a stream before its
 end (the log file is then rewritten with it). The raw body goes to
 `<log>.bodies/<n>.json` (in memory when there is no log; `await
@@ -156,6 +158,7 @@ import orjson
 from aiohttp import web
 
 from . import gateway_anthropic, gateway_chat, gateway_responses
+from .gateway_cache import TOKEN_BYTES, Prompt, PromptCache
 from .gateway_script import (
     Decision,
     Reply,
@@ -180,8 +183,8 @@ class Dialect:
     """How one API is parsed and answered."""
 
     parse: Callable[[Json], Exchange]
-    complete: Callable[[Reply, Exchange, int], Json]
-    stream: Callable[[web.StreamResponse, Reply, Exchange, int], Awaitable[None]]
+    complete: Callable[[Reply, Exchange, Prompt], Json]
+    stream: Callable[[web.StreamResponse, Reply, Exchange, Prompt], Awaitable[None]]
 
 
 DIALECTS = {
@@ -272,6 +275,7 @@ class Gateway:
         self._rules = _to_rules(script)
         self._entries: list[Json] = []
         self._bodies: dict[int, bytes] = {}
+        self._prompts = PromptCache()
         self._seq = 0
         self._lock = asyncio.Lock()
         self._changed = asyncio.Condition()
@@ -367,6 +371,7 @@ class Gateway:
         """Forget the recorded requests (numbers keep counting)."""
         async with self._lock:
             self._entries.clear()
+            self._prompts.clear()
             self._bodies.clear()
             if self._log is not None:
                 await asyncio.to_thread(self._log.write_bytes, b"")
@@ -480,21 +485,24 @@ class Gateway:
                                    for r in ex.conv.results],
                      tools=[t.qualified for t in ex.conv.tools], answer=decision.as_log(),
                      status=decision.reply.status or 200)
+        prompt = (self._prompts.count(str(entry.get("api")), data) if ex.kind == "main"
+                  else Prompt(len(body) // TOKEN_BYTES))
+        entry["prompt_tokens"] = prompt.as_log()
         await self._record(entry, body)
-        return await self._answer(request, dialect, ex, decision, entry, len(body) // 4)
+        return await self._answer(request, dialect, ex, decision, entry, prompt)
 
     async def _answer(self, request: web.Request, dialect: Dialect, ex: Exchange,
-                      decision: Decision, entry: Json, input_tokens: int) -> web.StreamResponse:
+                      decision: Decision, entry: Json, prompt: Prompt) -> web.StreamResponse:
         reply = decision.reply
         if reply.status is not None:
             return _error_response(reply.status, reply.body)
         if not ex.stream:
             if reply.delay:
                 await asyncio.sleep(reply.delay)
-            return _binary(dialect.complete(reply, ex, input_tokens))
+            return _binary(dialect.complete(reply, ex, prompt))
         resp = await open_sse(request)
         try:
-            await dialect.stream(resp, reply, ex, input_tokens)
+            await dialect.stream(resp, reply, ex, prompt)
             await resp.write_eof()
         except StreamCut:
             if request.transport is not None:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from .gateway_cache import Prompt
 from .gateway_script import OfferedTool, Reply, ToolResult, schema_value, short_title
 from .gateway_wire import (
     Exchange,
@@ -108,16 +109,17 @@ def _message(ex: Exchange, content: list[Json], stop: str | None, usage: Json) -
             "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
 
 
-def _usage(input_tokens: int, output_tokens: int) -> Json:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+def _usage(prompt: Prompt, output_tokens: int) -> Json:
+    return {"input_tokens": prompt.uncached, "output_tokens": output_tokens,
+            "cache_creation_input_tokens": prompt.cache_write,
+            "cache_read_input_tokens": prompt.cache_read}
 
 
 def _stop_reason(reply: Reply) -> str:
     return "tool_use" if reply.call is not None else "end_turn"
 
 
-def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
+def complete(reply: Reply, ex: Exchange, prompt: Prompt) -> Json:
     """The non-streaming response body."""
     content: list[Json] = []
     if reply.text or reply.call is None:
@@ -125,15 +127,15 @@ def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
     for call in reply.calls:
         content.append({"type": "tool_use", "id": new_id("toolu"), "name": call.name,
                         "input": call.args})
-    usage = _usage(input_tokens, tokens(reply.text))
+    usage = _usage(prompt, tokens(reply.text))
     return _message(ex, content, _stop_reason(reply), usage)
 
 
 async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
-                 input_tokens: int) -> None:
+                 prompt: Prompt) -> None:
     """Stream `reply` as Claude Code's SSE events."""
     pacer = pacer_for(reply)
-    start = _message(ex, [], None, _usage(input_tokens, 1))
+    start = _message(ex, [], None, _usage(prompt, 1))
     await _event(resp, {"type": "message_start", "message": start})
     index = 0
     if reply.text or reply.call is None:

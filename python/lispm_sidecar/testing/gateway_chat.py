@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .gateway_cache import Prompt
 from .gateway_script import OfferedTool, Reply, ToolResult, short_title
 from .gateway_wire import (
     Exchange,
@@ -136,16 +137,17 @@ def quirks(model: str) -> frozenset[str]:
     return frozenset(name for name in QUIRKS if name in model)
 
 
-def _usage(input_tokens: int, output_tokens: int) -> Json:
-    return {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens}
+def _usage(prompt: Prompt, output_tokens: int) -> Json:
+    return {"prompt_tokens": prompt.tokens, "completion_tokens": output_tokens,
+            "total_tokens": prompt.tokens + output_tokens,
+            "prompt_tokens_details": {"cached_tokens": prompt.cache_read}}
 
 
 def _finish(reply: Reply) -> str:
     return "tool_calls" if reply.call is not None else "stop"
 
 
-def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
+def complete(reply: Reply, ex: Exchange, prompt: Prompt) -> Json:
     """The non-streaming response body."""
     message: Json = {"role": "assistant", "content": reply.text}
     if reply.calls:
@@ -157,11 +159,11 @@ def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
     choice = {"index": 0, "message": message, "finish_reason": _finish(reply)}
     return {"id": new_id("chatcmpl"), "object": "chat.completion", "created": now(),
             "model": ex.model, "choices": [choice],
-            "usage": _usage(input_tokens, tokens(reply.text))}
+            "usage": _usage(prompt, tokens(reply.text))}
 
 
 async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
-                 input_tokens: int) -> None:
+                 prompt: Prompt) -> None:
     """Stream `reply` as chat.completion.chunk frames ending in `[DONE]`."""
     pacer = pacer_for(reply)
     base = {"id": new_id("chatcmpl"), "object": "chat.completion.chunk", "created": now(),
@@ -198,5 +200,5 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
                else "stop" if quirky & {"text-calls", "bare-json"} else _finish(reply))
     if ex.include_usage and "no-usage" not in quirky:
         await send_sse(resp, {**base, "choices": [],
-                              "usage": _usage(input_tokens, tokens(reply.text))})
+                              "usage": _usage(prompt, tokens(reply.text))})
     await send_sse(resp, b"[DONE]")

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .gateway_cache import Prompt
 from .gateway_script import OfferedTool, Reply, ToolCall, ToolResult, short_title
 from .gateway_wire import (
     Exchange,
@@ -143,10 +144,11 @@ def _custom_input(call: ToolCall) -> str:
     return value if isinstance(value, str) else _arguments(call)
 
 
-def _usage(input_tokens: int, output_tokens: int) -> Json:
-    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+def _usage(prompt: Prompt, output_tokens: int) -> Json:
+    return {"input_tokens": prompt.tokens,
+            "input_tokens_details": {"cached_tokens": prompt.cache_read},
             "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": input_tokens + output_tokens}
+            "total_tokens": prompt.tokens + output_tokens}
 
 
 def _response(resp_id: str, ex: Exchange, status: str, output: list[Json],
@@ -168,9 +170,9 @@ def _final_items(reply: Reply) -> list[Json]:
     return items
 
 
-def complete(reply: Reply, ex: Exchange, input_tokens: int) -> Json:
+def complete(reply: Reply, ex: Exchange, prompt: Prompt) -> Json:
     """The non-streaming response body."""
-    usage = _usage(input_tokens, tokens(reply.text))
+    usage = _usage(prompt, tokens(reply.text))
     body = _response(new_id("resp"), ex, "completed", _final_items(reply), usage)
     body["output_text"] = reply.text
     return body
@@ -190,7 +192,7 @@ class _Emitter:
 
 
 async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
-                 input_tokens: int) -> None:
+                 prompt: Prompt) -> None:
     """Stream `reply` as Responses SSE events ending in `response.completed`."""
     emit, pacer, resp_id = _Emitter(resp), pacer_for(reply), new_id("resp")
     output: list[Json] = []
@@ -213,7 +215,7 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     for call in reply.calls:
         await pacer.tick()
         output.append(await _stream_call(emit, call, len(output)))
-    usage = _usage(input_tokens, tokens(reply.text))
+    usage = _usage(prompt, tokens(reply.text))
     await emit("response.completed", response=_response(resp_id, ex, "completed", output, usage))
 
 
