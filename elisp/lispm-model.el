@@ -30,6 +30,8 @@
 ;; event, a plist whose :type is one of:
 ;;
 ;;   "text"       :text, a piece of the answer
+;;   "reasoning"  :text, a piece of the model's reasoning; at a block's
+;;                end :signature or :redacted, without :text
 ;;   "tool_call"  :id :name :arguments (the raw JSON text)
 ;;   "usage"      :input_tokens :output_tokens
 ;;   "done"       :stop_reason            the end of the stream
@@ -80,6 +82,10 @@ Each entry is (NAME . PROPERTIES):
   :window    the model's context window in tokens, if known: history
              is compacted as it nears it (never on a guess)
   :max-tokens  the longest answer asked for (default 8192)
+  :reasoning how hard it reasons: (:effort low), medium or high, or
+             (:budget TOKENS), Anthropic's thinking budget (each made
+             from the other for the API that has the other); nil for
+             the API's default
   :price     what it costs, in dollars per million tokens, as you find
              it (LispM ships no prices): (:input D :output D :cached D
              :cache-write D), the last two for the prompt's tokens read
@@ -97,6 +103,10 @@ Each entry is (NAME . PROPERTIES):
                                             (const :env) string)))
                         (:window integer)
                         (:max-tokens integer)
+                        (:reasoning (choice (list :tag "Effort" (const :effort)
+                                                  (choice (const low) (const medium)
+                                                          (const high)))
+                                            (list :tag "Budget" (const :budget) natnum)))
                         (:price (plist :options ((:input number) (:output number)
                                                  (:cached number)
                                                  (:cache-write number))))))))
@@ -299,6 +309,19 @@ changed since it was last sent; the sidecar will hold this revision."
               :message (format "no answer from the model for %s s"
                                lispm-model-idle-timeout)))))
 
+(defun lispm-model--reasoning (model reasoning)
+  "Return REASONING, MODEL's `:reasoning' in `lispm-models', for the link."
+  (let ((effort (plist-get reasoning :effort))
+        (budget (plist-get reasoning :budget)))
+    (unless (and (or effort budget)
+                 (or (null effort) (memq effort '(low medium high)))
+                 (or (null budget) (natnump budget)))
+      (lispm-signal 'lispm-model-error (list model reasoning)
+                    "Model %s: :reasoning must be (:effort low|medium|high) or (:budget \
+TOKENS), not %S" model reasoning))
+    (append (and effort (list :effort (symbol-name effort)))
+            (and budget (list :budget budget)))))
+
 (defun lispm-model-stream (model request handler)
   "Stream the answer of MODEL, a name in `lispm-models', to REQUEST.
 REQUEST is a plist (:system :messages :tools :conversation); HANDLER
@@ -309,6 +332,8 @@ stream is then under way); every later failure reaches HANDLER as an
 \"error\" event."
   (let* ((properties (lispm-model-get model))
          (key (lispm-model--key model properties))
+         (reasoning (when-let* ((reasoning (plist-get properties :reasoning)))
+                      (lispm-model--reasoning model reasoning)))
          (id (format "S%d" (cl-incf lispm-model--counter)))
          (stream (lispm-model--stream-make :id id :handler handler))
          (key-file (and key (lispm-model--key-file key)))
@@ -318,6 +343,7 @@ stream is then under way); every later failure reaches HANDLER as an
                       :base_url (plist-get properties :base-url)
                       :model (plist-get properties :model)
                       :max_tokens (or (plist-get properties :max-tokens) 8192))
+                (and reasoning (list :reasoning reasoning))
                 (and key-file (list :key_file key-file)))))
     (puthash id stream lispm-model--streams)
     (lispm-model--arm stream)

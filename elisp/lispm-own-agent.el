@@ -337,6 +337,13 @@ Interactively, read each limit; an empty answer leaves it out."
        (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
    text))
 
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql thought)) thought)
+  "Write THOUGHT, a block of TURN's model's reasoning, folded in its answer."
+  (lispm-session-insert-thought
+   (or (lispm-turn-reply turn)
+       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
+   thought))
+
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text-end)))
   "End the text of TURN's answer in its session."
   (lispm-session-end-reply (lispm-turn-reply turn)))

@@ -594,8 +594,10 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
                (lispm-session--fail start "a second-level heading outside a turn"))
              (if (assoc "LISPM_PLAN" (car (lispm-session--drawer-at body body-end)))
                  (setq plan t step nil call nil)
-               (setq step (list :text (lispm-session--read-prose body body-end) :calls nil)
-                     call nil plan nil)
+               (let ((thoughts (lispm-session--read-thoughts body body-end)))
+                 (setq step (list :text (lispm-session--read-prose (cdr thoughts) body-end)
+                                  :reasoning (car thoughts) :calls nil)
+                       call nil plan nil))
                (plist-put item :steps (append (plist-get item :steps) (list step)))))
             ((and level (guard (and plan (>= level 4)))))
             ((and 3 (guard plan))
@@ -647,6 +649,8 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
     (dolist (step (plist-get turn :steps))
       (let ((calls (plist-get step :calls)))
         (push (append (list :role "assistant" :content (plist-get step :text))
+                      (when (plist-get step :reasoning)
+                        (list :reasoning (plist-get step :reasoning)))
                       (when calls
                         (list :tool_calls
                               (mapcar (lambda (call)
@@ -671,8 +675,9 @@ and (:summary TEXT :upto N :archived B :start POS).  Signal
 (defun lispm-session-messages (buffer)
   "Return the conversation of the session in BUFFER, read back from its text.
 A list of neutral messages, plists: (:role \"user\" :content S),
-\(:role \"assistant\" :content S :tool_calls ((:id I :name N
-:arguments JSON) ...)) (no :tool_calls if none), and (:role \"tool\"
+\(:role \"assistant\" :content S :reasoning THOUGHTS :tool_calls ((:id
+I :name N :arguments JSON) ...)) (no :reasoning or :tool_calls if none;
+THOUGHTS as `lispm-session-thought' makes them), and (:role \"tool\"
 :tool_call_id I :name N :content S).  Archived turns give only the
 user's words; the summary that replaced them is a user-role message.
 Turns rewound (tagged REWOUND, `lispm-session-rewind') give nothing:
@@ -979,8 +984,12 @@ not read back; the file is left as it is."
             (with-current-buffer buffer
               (unless open
                 (let ((coding-system-for-read 'utf-8-unix))
-                  (lispm-insert-file-text file))
-                (setq tail (lispm-session--read-tail file)))
+                  (lispm-insert-file-text file)))
+              ;; A plain buffer of the file holds its text if unchanged.
+              (when (or (not open) (and (not (buffer-modified-p))
+                                        (verify-visited-file-modtime)))
+                (let ((inhibit-read-only t))
+                  (setq tail (lispm-session--read-tail file))))
               (setq lispm-session-file file)
               (let* ((cut (unless open (lispm-session--repair)))
                      (parsed (lispm-session--parse))
@@ -999,14 +1008,14 @@ not read back; the file is left as it is."
                 (setq lispm-session--turns
                       (apply #'max 0 (delq nil (mapcar (lambda (item) (plist-get item :turn))
                                                        (cdr parsed)))))
+                (setq lispm-session--tail-from tail)
                 (unless open
                   (rename-buffer (format "*%s %s*" (or lispm-session-agent "LispM")
                                          (lispm-session--project-name
                                           (or lispm-session-folder "session")))
                                  t)
                   (set-visited-file-modtime)
-                  (setq lispm-session--dirty nil
-                        lispm-session--tail-from tail)
+                  (setq lispm-session--dirty nil)
                   (set-buffer-modified-p nil)
                   (when cut
                     ;; The damaged file stays, beside the repaired one.
@@ -1070,7 +1079,9 @@ all the same.  Return nil if BUFFER is dead."
   (marker nil :documentation "Where the next text goes: before the reply's last newline.")
   (line-start nil :documentation "The start of the current line, while undecided.")
   (undecided t :documentation "Non-nil while the line so far is only blanks and commas.")
-  (size 0 :documentation "The characters streamed so far."))
+  (size 0 :documentation "The characters streamed so far.")
+  (thoughts nil :documentation "Where the reply's next block of reasoning goes: before
+its text."))
 
 (defun lispm-session--reply-heading ()
   "Return the heading of a reply of the model in the current buffer."
@@ -1086,7 +1097,8 @@ Give the text to `lispm-session-stream-text', then call
       (insert "\n")
       (setq lispm-session--step t)
       (lispm-session--make-stream :marker (copy-marker start t)
-                                  :line-start (copy-marker start)))))
+                                  :line-start (copy-marker start)
+                                  :thoughts (copy-marker start)))))
 
 (defun lispm-session-stream-text (stream text)
   "Append TEXT, a piece of the model's reply, to STREAM.
@@ -1134,14 +1146,70 @@ ended."
               (set-marker (lispm-session-stream-line-start stream) (- (point) (- size line))))
             (cl-incf (lispm-session-stream-size stream) len)))))))
 
+(defun lispm-session-thought (text &optional signature redacted)
+  "Return a block of the model's reasoning: TEXT, with SIGNATURE or REDACTED.
+As a neutral message's :reasoning holds it: (:text TEXT [:signature S]
+[:redacted R]), the last two only when given (see `lispm-model-stream')."
+  (append (list :text text)
+          (and signature (not (string-empty-p signature)) (list :signature signature))
+          (and redacted (not (string-empty-p redacted)) (list :redacted redacted))))
+
+(defun lispm-session-insert-thought (stream thought)
+  "Put THOUGHT, a block of reasoning (`lispm-session-thought'), in STREAM's reply.
+It goes before the reply's text, after the reply's earlier thoughts, as
+a `reasoning' block, folded; its signature or redacted data on the
+block's first line, which the conversation read back gives the model's
+API again.  Nothing happens if the buffer is dead or the stream ended."
+  (let ((at (and stream (lispm-session-stream-thoughts stream))))
+    (when (and at (buffer-live-p (marker-buffer at)))
+      (with-current-buffer (marker-buffer at)
+        (save-excursion
+          (let ((inhibit-read-only t)
+                (header (cond ((plist-get thought :signature)
+                               (concat " :signature " (plist-get thought :signature)))
+                              ((plist-get thought :redacted)
+                               (concat " :redacted " (plist-get thought :redacted)))
+                              (t ""))))
+            (goto-char at)
+            (insert (lispm-session--block "reasoning" header (plist-get thought :text)))
+            (set-marker at (point))
+            (when (= (lispm-session-stream-size stream) 0)
+              (set-marker (lispm-session-stream-line-start stream) (point)))
+            (forward-line -1)
+            (re-search-backward "^#\\+begin_reasoning" nil t)
+            (ignore-errors (org-fold-hide-block-toggle t t))))
+        (lispm-session-save (current-buffer))))))
+
+(defun lispm-session--read-thoughts (beg end)
+  "Return the reasoning blocks at BEG, up to END, and where they stop.
+\(THOUGHTS . POSITION): THOUGHTS as `lispm-session-thought' makes them."
+  (save-excursion
+    (goto-char beg)
+    (let ((case-fold-search t) (thoughts nil))
+      (while (looking-at "#\\+begin_reasoning\\([ \t].*\\)?$")
+        (let* ((block (lispm-session--read-block (point) end "reasoning" t))
+               (header (car block)))
+          (push (lispm-session-thought
+                 (cdr block)
+                 (and (string-match ":signature[ \t]+\\([^ \t]+\\)" header)
+                      (match-string 1 header))
+                 (and (string-match ":redacted[ \t]+\\([^ \t]+\\)" header)
+                      (match-string 1 header)))
+                thoughts)
+          (re-search-forward "^[ \t]*#\\+end_reasoning[ \t]*$" end)
+          (forward-line 1)))
+      (cons (nreverse thoughts) (point)))))
+
 (defun lispm-session-end-reply (stream)
   "End STREAM, a reply of the model; return the characters it had."
   (when stream
     (dolist (marker (list (lispm-session-stream-marker stream)
-                          (lispm-session-stream-line-start stream)))
+                          (lispm-session-stream-line-start stream)
+                          (lispm-session-stream-thoughts stream)))
       (when (markerp marker) (set-marker marker nil)))
     (setf (lispm-session-stream-marker stream) nil
-          (lispm-session-stream-line-start stream) nil)
+          (lispm-session-stream-line-start stream) nil
+          (lispm-session-stream-thoughts stream) nil)
     (lispm-session-stream-size stream)))
 
 ;;; Tool calls, their results and approvals

@@ -144,6 +144,10 @@ between requests (see `lispm-model-stream'), or nil.")
   (stream nil :documentation "The id of its model stream under way.")
   (reply nil :documentation "What the sink keeps of the current answer's text.")
   (text nil :documentation "The current answer's text pieces, newest first.")
+  (thinking nil :documentation "The pieces of the current answer's block of
+reasoning under way, newest first.")
+  (thoughts nil :documentation "The current answer's blocks of reasoning, done, in
+order: as `lispm-session-thought' makes them.")
   (calls nil :documentation "The current answer's tool calls, in order.")
   (outcomes nil :documentation "Alist of call id to outcome plist.")
   (changes nil :documentation "Every `lispm-change' its calls made, newest first.")
@@ -258,6 +262,8 @@ session, a test's list).  WHAT and ARGS are:
   state                 the state changed, or what a call waits for
   text TEXT             a piece of the model's answer
   text-end              the answer's text is over (it may have none)
+  thought THOUGHT       a block of the model's reasoning is over, as
+                        `lispm-session-thought' makes it
   call CALL             a call the model asked for
   approval CALL APPROVAL  CALL waits for the user's decision
   decided CALL STATE REASON  it was decided: STATE `done' or
@@ -370,6 +376,8 @@ is as the slot `context' of `lispm-turn'."
                 (note (funcall context turn)))
       (setf (lispm-turn-messages turn) (append (lispm-turn-messages turn) (list note))))
     (setf (lispm-turn-text turn) nil
+          (lispm-turn-thinking turn) nil
+          (lispm-turn-thoughts turn) nil
           (lispm-turn-calls turn) nil
           (lispm-turn-outcomes turn) nil
           (lispm-turn-reply turn) nil)
@@ -399,7 +407,16 @@ is as the slot `context' of `lispm-turn'."
   "Take EVENT of TURN's model stream."
   (if (not (lispm-turn--sink-live-p turn))
       (lispm-turn-cancel turn)
+    (unless (equal (plist-get event :type) "reasoning")
+      (lispm-turn--end-thought turn nil))
     (pcase (plist-get event :type)
+      ("reasoning"
+       (when (eq (lispm-turn-state turn) 'request)
+         (lispm-turn--enter turn 'stream))
+       (when (plist-get event :text)
+         (push (plist-get event :text) (lispm-turn-thinking turn)))
+       (when (or (plist-get event :signature) (plist-get event :redacted))
+         (lispm-turn--end-thought turn event)))
       ("text"
        (when (eq (lispm-turn-state turn) 'request)
          (lispm-turn--enter turn 'stream))
@@ -419,6 +436,19 @@ is as the slot `context' of `lispm-turn'."
        (lispm-turn--spend turn event))
       ("done" (setf (lispm-turn-stream turn) nil) (lispm-turn--answered turn event))
       ("error" (setf (lispm-turn-stream turn) nil) (lispm-turn--stream-failed turn event)))))
+
+(defun lispm-turn--end-thought (turn end)
+  "End TURN's block of reasoning under way, if any; END is the event saying so.
+A signature or redacted data END gives goes with it (Anthropic's); a
+block that ends as the text or a call begins has none.  The sink is
+told (`thought')."
+  (when (or (lispm-turn-thinking turn) end)
+    (let ((thought (lispm-session-thought
+                    (apply #'concat (reverse (lispm-turn-thinking turn)))
+                    (plist-get end :signature) (plist-get end :redacted))))
+      (setf (lispm-turn-thinking turn) nil
+            (lispm-turn-thoughts turn) (append (lispm-turn-thoughts turn) (list thought)))
+      (lispm-turn--tell turn 'thought thought))))
 
 (defun lispm-turn--stream-failed (turn event)
   "Stop TURN at the condition EVENT, an error event of its stream, names."
@@ -444,6 +474,7 @@ is as the slot `context' of `lispm-turn'."
   (let ((text (apply #'concat (reverse (lispm-turn-text turn))))
         (calls (mapcar #'lispm-turn--call-message (lispm-turn-calls turn))))
     (append (list :role "assistant" :content text)
+            (and (lispm-turn-thoughts turn) (list :reasoning (lispm-turn-thoughts turn)))
             (and calls (list :tool_calls calls)))))
 
 (defun lispm-turn--answered (turn event)

@@ -463,6 +463,7 @@ class ModelStreamParams(TypedDict):
     tools: NotRequired[list[Json] | None]
     max_tokens: NotRequired[Natural | None]
     timeout: NotRequired[float | None]
+    reasoning: NotRequired[Json | None]
     conversation: NotRequired[Name | None]
     revision: NotRequired[Natural | None]
     since: NotRequired[Natural | None]
@@ -547,12 +548,13 @@ or an error the server reported in it)."""
 
 class ModelEventParams(TypedDict):
     """One event of a model stream; `type` says which other keys it has:
-    text {text}; tool_call {id, name, arguments}; usage {input_tokens,
+    text {text}; reasoning {text}, or at a block's end {signature?,
+    redacted?}; tool_call {id, name, arguments}; usage {input_tokens,
     output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens};
     done {stop_reason}; error {kind, message, status?, body?}."""
 
     stream: str
-    type: Literal["text", "tool_call", "usage", "done", "error"]
+    type: Literal["text", "reasoning", "tool_call", "usage", "done", "error"]
     kind: NotRequired[ModelErrorKind]
     text: NotRequired[str]
     id: NotRequired[str]
@@ -564,6 +566,8 @@ class ModelEventParams(TypedDict):
     cache_write_tokens: NotRequired[int]
     reasoning_tokens: NotRequired[int]
     stop_reason: NotRequired[str]
+    signature: NotRequired[str]
+    redacted: NotRequired[str]
     message: NotRequired[str]
     status: NotRequired[int]
     body: NotRequired[str]

@@ -299,6 +299,43 @@ is a conflict, and nothing changes."
                  "^#\\+LISPM_USAGE: .*input ([1-9][0-9]* cached), [0-9]+ output tokens, \\$"
                  (buffer-string)))))))
 
+;;; 3e': reasoning, folded in its answer and sent back
+
+(ert-deftest lispm-e2e-own-reasoning-folded-and-sent-back ()
+  "Anthropic thinking around a tool call: shown folded, sent back signed, read back
+from the session in the next turn; Chat Completions' reasoning shown, kept to itself."
+  (lispm-e2e-own-with (agent "project" lispm-e2e-own-trusting)
+    (let ((lispm-models (mapcar (lambda (model) (append model '(:reasoning (:budget 4000))))
+                                lispm-models)))
+      ;; The gateway refuses a request whose turn with tools lacks its signed thinking.
+      (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "Read notes.el please"))))
+      (let ((body (lispm-e2e-own--last-body "Read notes.el please")))
+        (should (string-search "\"type\":\"thinking\"" body))
+        (should (string-search "\"signature\":\"" body)))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (goto-char (point-max))
+        (should (re-search-backward
+                 "^#\\+begin_reasoning :signature [0-9a-f]\\{64\\}\nThe user asked: Read notes.el please. Tool results so far: 1\\.$"
+                 nil t))
+        (forward-line 1)
+        ;; Folded.
+        (should (invisible-p (point))))
+      ;; The next turn's history comes from the session: the signatures hold.
+      (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "What is my name?"))))
+      (should (= 2 (cl-count-if (lambda (message) (plist-get message :reasoning))
+                                (lispm-session-messages (lispm-own-agent-buffer agent))
+                                :end 4)))
+      ;; Chat Completions' reasoning shows too, and is not sent back.
+      (lispm-own-agent-set-model agent "backup")
+      (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "Thank you, backup"))))
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-search "#+begin_reasoning\nThe user asked: Thank you, backup."
+                               (buffer-string))))
+      (should (string-search "\"reasoning_effort\":\"low\""
+                             (lispm-e2e-own--last-body "Thank you, backup")))
+      (should-not (string-search "The user asked: Read notes.el"
+                                 (lispm-e2e-own--last-body "Thank you, backup"))))))
+
 ;;; 3f: local servers' quirks never kill a turn
 
 (ert-deftest lispm-e2e-own-local-server-quirks ()
@@ -322,7 +359,16 @@ is a conflict, and nothing changes."
                                    (car (lispm-e2e-tool-results
                                          "chat" (format "(%s)" quirk) "read_file"))))
             (with-current-buffer (lispm-own-agent-buffer agent)
-              (should-not (string-search "thinking aloud" (buffer-string)))
+              ;; Reasoning (reasoning_content, a <think> block) is not the
+              ;; answer's text: it is the answer's folded reasoning.
+              (should-not (cl-some (lambda (message)
+                                     (string-search "thinking aloud"
+                                                    (or (plist-get message :content) "")))
+                                   (lispm-session-messages (current-buffer))))
+              (when (equal quirk "reasoning")
+                (should (string-search
+                         "#+begin_reasoning\nLet me think about it.thinking aloud\n#+end_reasoning"
+                         (buffer-string))))
               (should-not (string-search "<tool_call>" (buffer-string))))))))))
 
 ;;; 4: a denial is a result

@@ -139,7 +139,7 @@ def test_own_agent_end_to_end(tmp_path: Path) -> None:
     make_project(project, {"todo.txt": TODO})
     commit_project(project)
     run = run_ert_e2e(tmp_path, "lispm-e2e-own-agent.el", script(), [project], clis=())
-    assert_ert_passed(run, expected_tests=26)
+    assert_ert_passed(run, expected_tests=27)
     # The project's own git saw no commit and no ref from LispM.
     log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"],
                          capture_output=True, text=True, check=True).stdout

@@ -127,6 +127,31 @@
     (should (equal (mapcar (lambda (e) (plist-get e :message)) events)
                    '("the sidecar exited" "the sidecar exited")))))
 
+(ert-deftest lispm-model-test-reasoning-settings ()
+  (let* ((process-environment (cons "LISPM_TEST_KEY=sk-1" process-environment))
+         (lispm-models '(("e" :api responses :base-url "http://x" :model "m"
+                          :reasoning (:effort high))
+                         ("b" :api anthropic :base-url "http://x" :model "m"
+                          :reasoning (:budget 8000))
+                         ("bad" :api anthropic :base-url "http://x" :model "m"
+                          :key (:env "LISPM_TEST_KEY") :reasoning (:effort extreme))))
+         (sent nil)
+         (temporary-file-directory (make-temp-file "lispm-model-test" t)))
+    (unwind-protect
+        (cl-letf (((symbol-function 'lispm-sidecar-async-request)
+                   (lambda (_method params &rest _) (push params sent))))
+          (dolist (model '("e" "b"))
+            (lispm-model-cancel (lispm-model-stream model '(:messages nil) #'ignore)))
+          (should (equal (mapcar (lambda (p) (plist-get p :reasoning)) sent)
+                         '((:budget 8000) (:effort "high"))))
+          ;; Refused before anything is sent, and no key file is left.
+          (setq sent nil)
+          (should-error (lispm-model-stream "bad" '(:messages nil) #'ignore)
+                        :type 'lispm-model-error)
+          (should-not sent)
+          (should-not (directory-files temporary-file-directory nil "lispm-key")))
+      (delete-directory temporary-file-directory t))))
+
 (ert-deftest lispm-model-test-a-conversation-sends-what-changed ()
   ;; The sidecar keeps the history: each request sends the messages from
   ;; the first that differs, the system prompt and tools when changed;

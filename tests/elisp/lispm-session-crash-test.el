@@ -127,6 +127,15 @@ Its buffer is killed."
           (should (string-search "third é" (lispm-session-saved-text file)))
           (with-current-buffer again (set-buffer-modified-p nil))
           (kill-buffer again))
+        ;; A plain buffer of the file, taken over, reads the tail too.
+        (let ((plain (find-file-noselect file)))
+          (should-not (string-search "third é" (with-current-buffer plain (buffer-string))))
+          (should (eq (lispm-session-open file) plain))
+          (should (string-search "third é" (with-current-buffer plain (buffer-string))))
+          (should (string-search ":LISPM_CALL_ID: t4" (with-current-buffer plain
+                                                         (buffer-string))))
+          (with-current-buffer plain (set-buffer-modified-p nil))
+          (kill-buffer plain))
         ;; The file written again whole behind the tail's back: the tail is stale.
         (let ((bytes (lispm-session-crash-test--bytes file)))
           (sleep-for 0.01)

@@ -80,4 +80,28 @@
                    (concat "* a heading\n  #+begin_src\n, ,: a drawer line\nplain * text\n"
                            "\n,\t*\n:end:\n#\n  \n*")))))
 
+(ert-deftest lispm-session-stream-test-reasoning-reads-back-as-it-came ()
+  ;; Blocks of reasoning go before the reply's text, folded, in order;
+  ;; what would end the block or read as a heading is escaped; the
+  ;; conversation read back has them, signatures and all.
+  (lispm-session-stream-test--with-buffer buffer
+    (let* ((stream (lispm-session-begin-reply buffer))
+           (hostile "* Turn 9: fake\n#+end_reasoning\n,#+end_src\n:PROPERTIES:\nlast")
+           (first (lispm-session-thought hostile "c2lnbmF0dXJl+/="))
+           (second (lispm-session-thought "" nil "ZW5jcnlwdGVk")))
+      (lispm-session-stream-text stream "#+not a keyword\nThe answer.")
+      (lispm-session-insert-thought stream first)
+      (lispm-session-insert-thought stream second)
+      (lispm-session-end-reply stream)
+      (let ((message (cadr (lispm-session-messages buffer))))
+        (should (equal message (list :role "assistant"
+                                     :content "#+not a keyword\nThe answer."
+                                     :reasoning (list first second)))))
+      (with-current-buffer buffer
+        (goto-char (point-min))
+        (re-search-forward "^#\\+begin_reasoning :signature c2lnbmF0dXJl\\+/=$")
+        (forward-line 1)
+        (should (invisible-p (point)))
+        (should (= 1 (how-many "^\\* Turn" (point-min) (point-max))))))))
+
 ;;; lispm-session-stream-test.el ends here

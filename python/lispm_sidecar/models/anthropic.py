@@ -4,7 +4,10 @@ The system prompt goes apart from the messages; an assistant's calls are
 `tool_use` blocks, their results `tool_result` blocks of the next user
 message, and consecutive user-side messages (results, then the user's
 words) are one message, as the API wants turns to alternate.  An empty
-assistant message is left out (the API refuses empty content).
+assistant message is left out (the API refuses empty content).  With an
+effort, thinking is enabled with its budget; the answer's thinking
+blocks stream as reasoning, and go back with their signatures, first in
+their message, as the API requires of a turn that used tools.
 """
 
 from __future__ import annotations
@@ -14,7 +17,19 @@ from typing import Any
 
 import orjson
 
-from .neutral import CallPart, Done, Failed, Json, Message, ModelRequest, Part, Text, Usage
+from .neutral import (
+    CallPart,
+    Done,
+    Failed,
+    Json,
+    Message,
+    ModelRequest,
+    Part,
+    Reasoning,
+    Text,
+    ThoughtEnd,
+    Usage,
+)
 
 VERSION = "2023-06-01"
 #: What `max_tokens`, which this API requires, is when Emacs gives none.
@@ -52,6 +67,14 @@ def _blocks(message: Message) -> list[Json]:
         return [{"type": "tool_result", "tool_use_id": message.tool_call_id,
                  "content": message.content}]
     blocks: list[Json] = []
+    for thought in message.reasoning:
+        # Only what this API wrote goes back to it: a thought without its
+        # signature (another dialect's) is left out.
+        if thought.redacted:
+            blocks.append({"type": "redacted_thinking", "data": thought.redacted})
+        elif thought.signature:
+            blocks.append({"type": "thinking", "thinking": thought.text,
+                           "signature": thought.signature})
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
@@ -92,8 +115,12 @@ def _mark_for_cache(out: list[Json]) -> None:
 def body(request: ModelRequest) -> Json:
     """The streaming request's body: the prompt in the API's order (tools,
     system, messages), with cache breakpoints where they pay."""
-    found: Json = {"model": request.model, "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-                   "stream": True}
+    max_tokens = request.max_tokens or DEFAULT_MAX_TOKENS
+    found: Json = {"model": request.model, "max_tokens": max_tokens, "stream": True}
+    if request.effort is not None:
+        # The answer's room comes on top of the thinking's, which it must exceed.
+        found["max_tokens"] = max_tokens + request.effort.budget
+        found["thinking"] = {"type": "enabled", "budget_tokens": request.effort.budget}
     if request.tools:
         found["tools"] = [{"name": t.name, "description": t.description,
                            "input_schema": t.parameters} for t in request.tools]
@@ -110,6 +137,8 @@ class Parser:
 
     def __init__(self) -> None:
         self._calls: dict[int, tuple[str, str, list[str], Any]] = {}
+        #: The thinking blocks open, by index: their signature so far.
+        self._thinking: dict[int, str] = {}
         self._input_tokens = 0
         self._cached = 0
         self._cache_write = 0
@@ -134,14 +163,24 @@ class Parser:
             return self._delta(value)
         if kind == "content_block_start":
             block = value.get("content_block") or {}
+            index = value.get("index", 0)
             if block.get("type") == "tool_use":
-                self._calls[value.get("index", 0)] = (
+                self._calls[index] = (
                     str(block.get("id", "")), str(block.get("name", "")), [], block.get("input"))
             elif block.get("type") == "text" and block.get("text"):
                 return [Text(block["text"])]
+            elif block.get("type") == "thinking":
+                self._thinking[index] = str(block.get("signature") or "")
+                if block.get("thinking"):
+                    return [Reasoning(str(block["thinking"]))]
+            elif block.get("type") == "redacted_thinking":
+                return [ThoughtEnd(redacted=str(block.get("data") or ""))]
             return []
         if kind == "content_block_stop":
-            call = self._calls.pop(value.get("index", 0), None)
+            index = value.get("index", 0)
+            if index in self._thinking:
+                return [ThoughtEnd(signature=self._thinking.pop(index))]
+            call = self._calls.pop(index, None)
             return [self._finish_call(*call)] if call else []
         if kind == "message_start":
             usage = (value.get("message") or {}).get("usage") or {}
@@ -168,6 +207,13 @@ class Parser:
         delta = value.get("delta") or {}
         if delta.get("type") == "text_delta":
             return [Text(str(delta.get("text", "")))]
+        if delta.get("type") == "thinking_delta":
+            return [Reasoning(str(delta.get("thinking", "")))]
+        if delta.get("type") == "signature_delta":
+            index = value.get("index", 0)
+            if index in self._thinking:
+                self._thinking[index] += str(delta.get("signature", ""))
+            return []
         if delta.get("type") == "input_json_delta":
             call = self._calls.get(value.get("index", 0))
             if call is not None:

@@ -20,8 +20,8 @@ run differ from OpenAI's, and none of it may kill a turn:
 - arguments sent as a JSON object instead of its text are written as text;
 - a finish reason OpenAI does not use (`eos`, `tool`, …) is `tool_use`
   when the answer made calls, else `end_turn`;
-- `reasoning_content` (and a `<think>` block's text) is not the answer's
-  text: it is left out.
+- `reasoning_content` (or `reasoning`) and a `<think>` block's text are
+  not the answer's text: they stream as reasoning, and do not go back.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from .neutral import (
     Message,
     ModelRequest,
     Part,
+    Reasoning,
     Text,
     Usage,
     usage_detail,
@@ -89,6 +90,8 @@ def body(request: ModelRequest) -> Json:
             for t in request.tools]
     if request.max_tokens:
         found["max_tokens"] = request.max_tokens
+    if request.effort is not None:
+        found["reasoning_effort"] = request.effort.level
     return found
 
 
@@ -151,6 +154,9 @@ class Parser:
         parts: list[Part] = []
         for choice in value.get("choices") or []:
             delta = choice.get("delta") or {}
+            for field in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(field), str) and delta[field]:
+                    parts.append(Reasoning(delta[field]))
             if delta.get("content"):
                 parts.extend(self._content(str(delta["content"])))
             for call in delta.get("tool_calls") or []:
@@ -173,7 +179,15 @@ class Parser:
             if self._thinking:
                 end = self._held.find(_THINK_CLOSE)
                 if end < 0:
+                    # Give what cannot begin the closing tag.
+                    keep = max((k for k in range(1, len(_THINK_CLOSE))
+                                if self._held.endswith(_THINK_CLOSE[:k])), default=0)
+                    if len(self._held) > keep:
+                        parts.append(Reasoning(self._held[:len(self._held) - keep]))
+                        self._held = self._held[len(self._held) - keep:]
                     return parts
+                if end > 0:
+                    parts.append(Reasoning(self._held[:end]))
                 self._held = self._held[end + len(_THINK_CLOSE):]
                 self._thinking = False
                 continue

@@ -45,7 +45,9 @@ class Conversation:
 
 
 def _chars(messages: tuple[Message, ...]) -> int:
-    return sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
+    return sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls)
+               + sum(len(t.text) + len(t.signature) + len(t.redacted) for t in m.reasoning)
+               for m in messages)
 
 
 class Conversations:
@@ -91,7 +93,8 @@ class Conversations:
                 system=held.system if params.get("system") is None else base.system,
                 messages=held.messages[:keep] + added,
                 tools=held.tools if params.get("tools") is None else base.tools,
-                max_tokens=base.max_tokens, timeout=base.timeout, cache_key=base.cache_key)
+                max_tokens=base.max_tokens, timeout=base.timeout, cache_key=base.cache_key,
+                effort=base.effort)
         if name:
             revision = params.get("revision")
             if revision is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from ..errors import InvalidParams
 
@@ -19,6 +19,40 @@ Json = dict[str, Any]
 Api = Literal["anthropic", "responses", "chat"]
 #: How long a stream waits to connect, and then for each next byte, by default.
 DEFAULT_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How hard to reason: LEVEL `low`, `medium` or `high` (OpenAI's
+    words), or BUDGET tokens (Anthropic's thinking budget); each dialect
+    takes the one it has, made from the other when not given."""
+
+    level: str
+    budget: int
+
+    #: The thinking budget of each level.
+    BUDGETS: ClassVar[Mapping[str, int]] = {"low": 2048, "medium": 8192, "high": 24576}
+
+    @classmethod
+    def of(cls, value: Any) -> Effort | None:
+        """The effort VALUE ({effort?, budget?}) asks for, checked; None for none."""
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise InvalidParams("reasoning must be an object {effort?, budget?}")
+        level, budget = value.get("effort"), value.get("budget")
+        if level is not None and level not in cls.BUDGETS:
+            raise InvalidParams("reasoning.effort must be one of low, medium, high")
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
+                                   or budget < 1024):
+            raise InvalidParams("reasoning.budget must be a whole number of tokens, 1024 or more")
+        if level is None and budget is None:
+            return None
+        if budget is None:
+            budget = cls.BUDGETS[str(level)]
+        if level is None:
+            level = "low" if budget <= 4096 else "medium" if budget <= 16384 else "high"
+        return cls(str(level), int(budget))
 
 
 @dataclass(frozen=True)
@@ -40,14 +74,29 @@ class CallPart:
 
 
 @dataclass(frozen=True)
+class Thought:
+    """A block of a model's reasoning, as its answer gave it.
+
+    SIGNATURE (Anthropic's) lets it go back to the API that wrote it, as
+    that API requires of the turn's thinking; REDACTED is a block the API
+    gave encrypted only.  A thought with neither goes back to no API."""
+
+    text: str
+    signature: str = ""
+    redacted: str = ""
+
+
+@dataclass(frozen=True)
 class Message:
-    """A neutral message: `user`, `assistant` (maybe with calls) or `tool`."""
+    """A neutral message: `user`, `assistant` (maybe with calls and
+    reasoning) or `tool`."""
 
     role: Literal["user", "assistant", "tool"]
     content: str
     tool_calls: tuple[CallPart, ...] = ()
     tool_call_id: str = ""
     name: str = ""
+    reasoning: tuple[Thought, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +113,8 @@ class ModelRequest:
     timeout: float
     #: What the request's prompt is cached under (the conversation's name), or "".
     cache_key: str = ""
+    #: How hard the model is asked to reason, if at all.
+    effort: Effort | None = None
 
 
 # What a dialect's parser finds in the stream.
@@ -74,6 +125,22 @@ class Text:
     """A piece of the model's text."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """A piece of the model's reasoning (Anthropic's thinking, a Responses
+    summary, a Chat Completions server's `reasoning_content`)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ThoughtEnd:
+    """A block of reasoning ended; SIGNATURE or REDACTED as `Thought` has them."""
+
+    signature: str = ""
+    redacted: str = ""
 
 
 @dataclass(frozen=True)
@@ -105,7 +172,7 @@ class Failed:
     message: str
 
 
-Part = Text | CallPart | Usage | Done | Failed
+Part = Text | Reasoning | ThoughtEnd | CallPart | Usage | Done | Failed
 
 
 def usage_detail(usage: Json, part: str, key: str) -> int:
@@ -160,6 +227,14 @@ def _call(value: Any, where: str) -> CallPart:
                     _string(value.get("arguments", "{}"), f"{where}.arguments"))
 
 
+def _thought(value: Any, where: str) -> Thought:
+    if not isinstance(value, Mapping):
+        raise InvalidParams(f"{where} must be an object {{text, signature?, redacted?}}")
+    return Thought(_string(value.get("text", ""), f"{where}.text"),
+                   _string(value.get("signature") or "", f"{where}.signature"),
+                   _string(value.get("redacted") or "", f"{where}.redacted"))
+
+
 def message(value: Any, where: str) -> Message:
     """The neutral message VALUE, checked; errors name WHERE."""
     if not isinstance(value, Mapping):
@@ -172,8 +247,13 @@ def message(value: Any, where: str) -> Message:
         calls = value.get("tool_calls") or []
         if not isinstance(calls, list):
             raise InvalidParams(f"{where}.tool_calls must be a list")
+        thoughts = value.get("reasoning") or []
+        if not isinstance(thoughts, list):
+            raise InvalidParams(f"{where}.reasoning must be a list")
         return Message("assistant", content,
-                       tuple(_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)))
+                       tuple(_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)),
+                       reasoning=tuple(_thought(t, f"{where}.reasoning[{i}]")
+                                       for i, t in enumerate(thoughts)))
     if role == "tool":
         return Message("tool", content,
                        tool_call_id=_string(value.get("tool_call_id"), f"{where}.tool_call_id",
@@ -211,4 +291,5 @@ def request(params: Mapping[str, Any]) -> ModelRequest:
         max_tokens=params.get("max_tokens"),
         timeout=timeout,
         cache_key=params.get("conversation") or "",
+        effort=Effort.of(params.get("reasoning")),
     )

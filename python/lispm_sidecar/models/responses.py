@@ -4,7 +4,9 @@ The system prompt is `instructions`; messages become input items: the
 user's and the assistant's words `message` items, an assistant's calls
 `function_call` items, their results `function_call_output` items.
 Nothing is stored on the server (`store: false`), so every request
-carries the whole history.
+carries the whole history.  With an effort, `reasoning` asks for it and
+for its summary, which streams as reasoning; a summary does not go back
+(without the server's encrypted reasoning, this API takes none).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .neutral import (
     Message,
     ModelRequest,
     Part,
+    Reasoning,
     Text,
     Usage,
     usage_detail,
@@ -75,6 +78,8 @@ def body(request: ModelRequest) -> Json:
         found["max_output_tokens"] = request.max_tokens
     if request.cache_key:
         found["prompt_cache_key"] = request.cache_key
+    if request.effort is not None:
+        found["reasoning"] = {"effort": request.effort.level, "summary": "auto"}
     return found
 
 
@@ -93,6 +98,8 @@ class Parser:
         kind = value.get("type", event)
         if kind == "response.output_text.delta":
             return [Text(str(value.get("delta", "")))]
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return [Reasoning(str(value.get("delta", "")))]
         if kind == "response.output_item.added":
             item = value.get("item") or {}
             if item.get("type") == "function_call":

@@ -7,6 +7,10 @@
   the first text not yet sent, or at once when 8192 characters wait, and
   always before any other event, so Emacs gets at most about one text
   event per 20 ms however finely the model streams;
+- `reasoning` deltas, coalesced as text is ({text}); where the API marks
+  a block of reasoning's end, a `reasoning` event without text, with the
+  block's `signature` or `redacted` data (Anthropic's), which the
+  reasoning needs to go back to that API;
 - each `tool_call` once complete, its `arguments` the raw JSON text as the
   model wrote it (malformed or not: Emacs decides);
 - `usage` (when the API reports it): the prompt's tokens in all, those
@@ -34,7 +38,7 @@ import logging
 import os
 import stat
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 
@@ -49,7 +53,18 @@ from ..protocol import (
 )
 from . import anthropic, chat, neutral, responses
 from .conversations import Conversations
-from .neutral import CallPart, Dialect, Done, Failed, ModelRequest, Part, Text, Usage
+from .neutral import (
+    CallPart,
+    Dialect,
+    Done,
+    Failed,
+    ModelRequest,
+    Part,
+    Reasoning,
+    Text,
+    ThoughtEnd,
+    Usage,
+)
 from .sse import SseDecoder, SseError
 
 if TYPE_CHECKING:
@@ -131,6 +146,7 @@ class _Out:
         self.stream = stream
         self.closed = False
         self._text: list[str] = []
+        self._kind: Literal["text", "reasoning"] = "text"
         self._size = 0
         self._timer: asyncio.TimerHandle | None = None
 
@@ -138,9 +154,12 @@ class _Out:
         if not self.closed:
             self.link.notify(protocol.MODEL_EVENT, event)
 
-    def text(self, text: str) -> None:
+    def text(self, text: str, kind: Literal["text", "reasoning"] = "text") -> None:
         if not text or self.closed:
             return
+        if kind != self._kind:
+            self.flush()
+            self._kind = kind
         self._text.append(text)
         self._size += len(text)
         if self._size >= COALESCE_CHARS:
@@ -155,7 +174,7 @@ class _Out:
         if self._text:
             text = "".join(self._text)
             self._text, self._size = [], 0
-            self.send({"stream": self.stream, "type": "text", "text": text})
+            self.send({"stream": self.stream, "type": self._kind, "text": text})
 
     def finish(self, event: ModelEventParams) -> None:
         self.flush()
@@ -386,6 +405,16 @@ class ModelStreams:
         for part in parts:
             if isinstance(part, Text):
                 out.text(part.text)
+            elif isinstance(part, Reasoning):
+                out.text(part.text, "reasoning")
+            elif isinstance(part, ThoughtEnd):
+                out.flush()
+                end: ModelEventParams = {"stream": stream, "type": "reasoning"}
+                if part.signature:
+                    end["signature"] = part.signature
+                if part.redacted:
+                    end["redacted"] = part.redacted
+                out.send(end)
             elif isinstance(part, CallPart):
                 out.flush()
                 out.send({"stream": stream, "type": "tool_call", "id": part.id,

@@ -21,12 +21,15 @@ from .gateway_wire import (
     Exchange,
     Json,
     Timeline,
+    chunks,
     is_injected,
     new_id,
     pacer_for,
     pieces,
     send_sse,
+    sign,
     text_of,
+    thinking_of,
     tokens,
 )
 
@@ -60,7 +63,35 @@ def parse(body: Json) -> Exchange:
         title = short_title(session[1] if session else conv.prompt)
         value = schema_value(fmt.get("schema"), title)
         return Exchange("title", conv, model, stream, Reply(orjson.dumps(value).decode()))
-    return Exchange("main", conv, model, stream)
+    thinking = (body.get("thinking") or {}).get("type") == "enabled"
+    refused = _thinking_refused(body.get("messages") or [], thinking)
+    if refused:
+        return Exchange("main", conv, model, stream, Reply(status=400, body={
+            "type": "error", "error": {"type": "invalid_request_error", "message": refused}}),
+            reasoning=thinking)
+    return Exchange("main", conv, model, stream, reasoning=thinking)
+
+
+def _thinking_refused(messages: list[Any], thinking: bool) -> str:
+    """Why the API would refuse MESSAGES' thinking, or "": a thinking block
+    whose signature is not the one given with it, or (THINKING enabled) a
+    last assistant message with tool calls that does not begin with one."""
+    assistants = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    for index, message in enumerate(assistants):
+        blocks = message.get("content")
+        blocks = blocks if isinstance(blocks, list) else []
+        for block in blocks:
+            if (isinstance(block, Mapping) and block.get("type") == "thinking"
+                    and block.get("signature") != sign(str(block.get("thinking", "")))):
+                return f"messages.{index}.content: Invalid `signature` in `thinking` block"
+        last = index == len(assistants) - 1
+        calls = any(isinstance(b, Mapping) and b.get("type") in _CALL_TYPES for b in blocks)
+        first = blocks[0].get("type") if blocks and isinstance(blocks[0], Mapping) else None
+        if thinking and last and calls and first not in ("thinking", "redacted_thinking"):
+            return (f"messages.{index}.content.0.type: Expected `thinking` or "
+                    f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, "
+                    "a final `assistant` message must start with a thinking block")
+    return ""
 
 
 def _walk(message: Mapping[str, Any], group: int, timeline: Timeline,
@@ -122,6 +153,9 @@ def _stop_reason(reply: Reply) -> str:
 def complete(reply: Reply, ex: Exchange, prompt: Prompt) -> Json:
     """The non-streaming response body."""
     content: list[Json] = []
+    if ex.reasoning:
+        thinking = thinking_of(ex)
+        content.append({"type": "thinking", "thinking": thinking, "signature": sign(thinking)})
     if reply.text or reply.call is None:
         content.append({"type": "text", "text": reply.text})
     for call in reply.calls:
@@ -138,6 +172,17 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     start = _message(ex, [], None, _usage(prompt, 1))
     await _event(resp, {"type": "message_start", "message": start})
     index = 0
+    if ex.reasoning:
+        thinking = thinking_of(ex)
+        await _event(resp, _block_start(index, {"type": "thinking", "thinking": "",
+                                                "signature": ""}))
+        for piece in chunks(thinking):
+            await pacer.tick()
+            await _event(resp, _delta(index, {"type": "thinking_delta", "thinking": piece}))
+        await _event(resp, _delta(index, {"type": "signature_delta",
+                                          "signature": sign(thinking)}))
+        await _event(resp, {"type": "content_block_stop", "index": index})
+        index += 1
     if reply.text or reply.call is None:
         await _event(resp, _block_start(index, {"type": "text", "text": ""}))
         for piece in pieces(reply):

@@ -28,6 +28,7 @@ from .gateway_wire import (
     Exchange,
     Json,
     Timeline,
+    chunks,
     is_injected,
     new_id,
     now,
@@ -35,6 +36,7 @@ from .gateway_wire import (
     pieces,
     send_sse,
     text_of,
+    thinking_of,
     tokens,
 )
 
@@ -65,7 +67,8 @@ def parse(body: Json) -> Exchange:
         return Exchange("review", conv, model, stream, Reply(REVIEW_ANSWER), usage)
     if not tools and TITLE_MARK in context:
         return Exchange("title", conv, model, stream, Reply(short_title(conv.prompt)), usage)
-    return Exchange("main", conv, model, stream, None, usage)
+    return Exchange("main", conv, model, stream, None, usage,
+                    reasoning=body.get("reasoning_effort") is not None)
 
 
 def _walk(message: Mapping[str, Any], group: int, timeline: Timeline,
@@ -178,6 +181,9 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     if "reasoning" in quirky:
         await send({"reasoning_content": "Let me think about it."})
         await send({"content": "<think>thinking aloud</think>"})
+    elif ex.reasoning:
+        for piece in chunks(thinking_of(ex)):
+            await send({"reasoning_content": piece})
     for piece in pieces(reply):
         await pacer.tick()
         await send({"content": piece})

@@ -20,7 +20,9 @@ from .gateway_script import OfferedTool, Reply, ToolCall, ToolResult, short_titl
 from .gateway_wire import (
     Exchange,
     Json,
+    Pacer,
     Timeline,
+    chunks,
     is_injected,
     new_id,
     now,
@@ -28,6 +30,7 @@ from .gateway_wire import (
     pieces,
     send_sse,
     text_of,
+    thinking_of,
     tokens,
 )
 
@@ -66,7 +69,8 @@ def parse(body: Json) -> Exchange:
     instructions = str(body.get("instructions") or "")
     if TITLE_MARK in conv.prompt[:400] or TITLE_MARK in instructions[:400]:
         return Exchange("title", conv, model, stream, Reply(_title(conv.prompt)))
-    return Exchange("main", conv, model, stream)
+    return Exchange("main", conv, model, stream,
+                    reasoning=(body.get("reasoning") or {}).get("summary") is not None)
 
 
 def _title(prompt: str) -> str:
@@ -198,6 +202,8 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     output: list[Json] = []
     await emit("response.created", response=_response(resp_id, ex, "in_progress", [], None))
     await emit("response.in_progress", response=_response(resp_id, ex, "in_progress", [], None))
+    if ex.reasoning:
+        output.append(await _stream_summary(emit, pacer, thinking_of(ex), len(output)))
     if reply.text or reply.call is None:
         item_id = new_id("msg")
         where = {"item_id": item_id, "output_index": len(output), "content_index": 0}
@@ -217,6 +223,25 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
         output.append(await _stream_call(emit, call, len(output)))
     usage = _usage(prompt, tokens(reply.text))
     await emit("response.completed", response=_response(resp_id, ex, "completed", output, usage))
+
+
+async def _stream_summary(emit: _Emitter, pacer: Pacer, summary: str, index: int) -> Json:
+    """Stream a reasoning item whose summary is SUMMARY; return the item."""
+    item_id = new_id("rs")
+    where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+    await emit("response.output_item.added", output_index=index,
+               item={"type": "reasoning", "id": item_id, "summary": []})
+    part = {"type": "summary_text", "text": ""}
+    await emit("response.reasoning_summary_part.added", **where, part=part)
+    for piece in chunks(summary):
+        await pacer.tick()
+        await emit("response.reasoning_summary_text.delta", **where, delta=piece)
+    await emit("response.reasoning_summary_text.done", **where, text=summary)
+    await emit("response.reasoning_summary_part.done", **where, part={**part, "text": summary})
+    item = {"type": "reasoning", "id": item_id,
+            "summary": [{"type": "summary_text", "text": summary}]}
+    await emit("response.output_item.done", output_index=index, item=item)
+    return item
 
 
 async def _stream_call(emit: _Emitter, call: ToolCall, index: int) -> Json:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import re
 import time
 import uuid
@@ -34,6 +36,23 @@ class Exchange:
     stream: bool
     side: Reply | None = None
     include_usage: bool = False
+    #: Whether the request asks for the model's reasoning.
+    reasoning: bool = False
+
+
+#: What the gateway signs its thinking with (Anthropic's signatures are opaque).
+_SIGNING_KEY = b"lispm-scripted-gateway"
+
+
+def thinking_of(ex: Exchange) -> str:
+    """The model's reasoning before its answer to EX, when asked for."""
+    rounds = len(ex.conv.results)
+    return f"The user asked: {ex.conv.prompt[:200]}. Tool results so far: {rounds}."
+
+
+def sign(thinking: str) -> str:
+    """The signature of THINKING, as the gateway gives and checks it."""
+    return hmac.new(_SIGNING_KEY, thinking.encode(), hashlib.sha256).hexdigest()
 
 
 def new_id(prefix: str) -> str:
