@@ -69,6 +69,8 @@ while nothing says."))
   (launch nil :documentation "The sidecar's launch facts, a plist.")
   (queued 0 :documentation "Messages waiting for delivery to the agent.")
   (session nil :documentation "The CLI's own session id, as the sidecar reports it.")
+  (usage nil :documentation "The tokens its CLI's records say it used, as the
+sidecar reports them: (:input N :cached N :output N :reasoning N), or nil.")
   (resumes nil :documentation "Non-nil if the agent resumes one of an earlier Emacs:
 the CLI's session id to resume, or t if it had none."))
 
@@ -83,7 +85,9 @@ the CLI's session id to resume, or t if it had none."))
   (or (lispm-actor-role actor) (lispm-agents--default-role)))
 
 (cl-defgeneric lispm-actor-usage (actor)
-  "Return what ACTOR used, (:input N :output N :cost C), or nil if unknown.
+  "Return what ACTOR used, (:input N :output N :cost C ...), or nil if unknown.
+:cached and :reasoning may say which of the input and output tokens were
+read from the model's cache and spent reasoning.
 The agent list shows it."
   (ignore actor)
   nil)
@@ -610,14 +614,25 @@ Only a terminal agent's: an actor without a terminal tells its own."
                       ("waiting-for-approval" 'waiting-for-approval)
                       (_ nil)))
           (queued (or (plist-get params :queued) 0))
-          (session (or (plist-get params :session) (lispm-agent-session agent))))
+          (session (or (plist-get params :session) (lispm-agent-session agent)))
+          (usage (when-let* ((usage (plist-get params :usage)))
+                   (cl-loop for key in '(:input :cached :output :reasoning)
+                            for count = (plist-get usage key)
+                            append (list key (if (natnump count) count 0))))))
       (unless (and (eq activity (lispm-agent-activity agent))
                    (eql queued (lispm-agent-queued agent))
-                   (equal session (lispm-agent-session agent)))
+                   (equal session (lispm-agent-session agent))
+                   (equal usage (lispm-agent-usage agent)))
         (setf (lispm-agent-activity agent) activity
               (lispm-agent-queued agent) queued
-              (lispm-agent-session agent) session)
+              (lispm-agent-session agent) session
+              (lispm-agent-usage agent) usage)
         (lispm-agents--changed)))))
+
+(cl-defmethod lispm-actor-usage ((agent lispm-agent))
+  "Return what AGENT used, as its CLI's own records tell, or nil.
+Claude Code's transcript and Codex's rollout carry it; no price applies."
+  (lispm-agent-usage agent))
 
 (defun lispm-agent-display-state (agent)
   "Return the state of AGENT, an actor, to show in the list, a symbol.

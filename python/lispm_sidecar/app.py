@@ -203,6 +203,8 @@ class Sidecar:
             name=agent.name, instance=agent.instance,
             activity=str(agent.queue.activity), queued=agent.queue.queued,
             session=agent.watcher.cli_session if agent.watcher else None,
+            usage=(agent.watcher.usage.as_params()
+                   if agent.watcher and agent.watcher.usage else None),
         ))
 
     async def _open(self, emacs_pid: int, ledger_file: Path) -> None:

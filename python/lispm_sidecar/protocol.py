@@ -759,11 +759,15 @@ class AgentConnectedParams(TypedDict):
 
 
 class AgentActivityParams(TypedDict):
+    """`usage`: the tokens the CLI's records say it used, {input, cached,
+    output, reasoning}, or None while they say nothing."""
+
     name: str
     instance: int
     activity: str
     queued: int
     session: str | None
+    usage: NotRequired[dict[str, int] | None]
 
 
 HELLO = Method("lispm/hello", "sidecar", HelloParams, HelloResult,

@@ -96,6 +96,12 @@ The value is ((YOU . AGENTS) for Claude, (YOU . AGENTS) for Codex)."
           (lispm-e2e-wait (lambda () (and (eq (lispm-agent-state claude) 'running)
                                           (eq (lispm-agent-state codex) 'running)))
                           10 "both agents running")
+          ;; What each used, from its own records (Claude's transcript,
+          ;; Codex's rollout), as the gateway's usage reported it.
+          (dolist (agent (list claude codex))
+            (lispm-e2e-wait (lambda () (> (or (plist-get (lispm-actor-usage agent) :input) 0) 0))
+                            30 (format "%s's usage, from its records" (lispm-agent-name agent))))
+          (should (> (plist-get (lispm-actor-usage claude) :output) 0))
           (lispm-e2e-foundation--check-list (list claude codex))
           (list claude codex))
       nil)))

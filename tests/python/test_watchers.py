@@ -25,12 +25,14 @@ import pytest
 
 from lispm_sidecar.kinds.claude.watcher import (
     ClaudeWatcher,
+    claude_usage,
     claude_watcher,
     parse_claude_line,
     project_dir_name,
 )
 from lispm_sidecar.kinds.codex.watcher import (
     CodexWatcher,
+    codex_usage,
     codex_watcher,
     is_user_thread,
     parse_codex_line,
@@ -40,7 +42,7 @@ from lispm_sidecar.testing.sandbox import seed_home
 from lispm_sidecar.watchers import AgentActivity, Inotify, Watcher
 from lispm_sidecar.watchers import inotify as ino
 from lispm_sidecar.watchers import tail as tail_module
-from lispm_sidecar.watchers.base import open_files, proc_start_time, process_tree
+from lispm_sidecar.watchers.base import TokenUsage, open_files, proc_start_time, process_tree
 from lispm_sidecar.watchers.inotify import DirWatch, InotifyEvent, parse_events
 from lispm_sidecar.watchers.tail import JsonlTail
 
@@ -486,6 +488,47 @@ async def test_claude_quick_turn_counts_its_prompt_before_idle(
     fake_claude.lines(real[9:13])
     await expect(watcher, IDLE, 1)
     assert changes == [("busy", 0), ("idle", 1)]
+    await watcher.stop()
+
+
+def _assistant(message_id: str, output: int, stop: str | None = None) -> bytes:
+    return orjson.dumps({"type": "assistant", "message": {
+        "id": message_id, "role": "assistant", "stop_reason": stop,
+        "content": [{"type": "text", "text": "x"}],
+        "usage": {"input_tokens": 10, "cache_creation_input_tokens": 100,
+                  "cache_read_input_tokens": 1000, "output_tokens": output}}})
+
+
+def test_usage_from_the_records_lines() -> None:
+    assert claude_usage(_assistant("msg_1", 7)) == ("msg_1", TokenUsage(1110, 1000, 7))
+    token_count = orjson.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
+        "total_token_usage": {"input_tokens": 500, "cached_input_tokens": 300,
+                              "output_tokens": 40, "reasoning_output_tokens": 12,
+                              "total_tokens": 540}}}})
+    assert codex_usage(token_count) == TokenUsage(500, 300, 40, 12)
+    # Lines that only mention it, or say it badly, count nothing.
+    for line in (b'{"type":"user","message":{"content":"usage"}}', b'{"type":"assistant", bad',
+                 orjson.dumps({"type": "event_msg", "payload": {"type": "token_count",
+                                                                "info": None}}),
+                 orjson.dumps({"type": "assistant", "message": {
+                     "id": "m", "usage": {"input_tokens": -5, "output_tokens": True}}})):
+        assert claude_usage(line) in (None, ("m", TokenUsage()))
+        assert codex_usage(line) is None
+
+
+async def test_claude_usage_counts_each_message_once(
+        inotify: Inotify, fake_claude: FakeClaude) -> None:
+    fake_claude.status("busy")
+    fake_claude.lines([b'{"type":"user","message":{"role":"user","content":"hi"}}'])
+    watcher = await started_claude(inotify, fake_claude)
+    heard: list[TokenUsage | None] = []
+    watcher.subscribe(lambda: heard.append(watcher.usage))
+    # A message written block by block: its last line's usage counts, once.
+    fake_claude.lines([_assistant("msg_1", 1), _assistant("msg_1", 30, "tool_use")])
+    await until(lambda: watcher.usage == TokenUsage(1110, 1000, 30), "msg_1's usage")
+    fake_claude.lines([_assistant("msg_2", 5, "end_turn")])
+    await until(lambda: watcher.usage == TokenUsage(2220, 2000, 35), "both messages")
+    assert heard[-1] == TokenUsage(2220, 2000, 35)
     await watcher.stop()
 
 

@@ -11,6 +11,7 @@ import enum
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,36 @@ class AgentActivity(enum.StrEnum):
     IDLE = "idle"
     BUSY = "busy"
     WAITING_FOR_APPROVAL = "waiting-for-approval"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens an agent's model requests used, as its CLI's records say:
+    INPUT in all (CACHED, read from the API's cache, among them) and
+    OUTPUT (REASONING among them)."""
+
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+    reasoning: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.input + other.input, self.cached + other.cached,
+                          self.output + other.output, self.reasoning + other.reasoning)
+
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.input - other.input, self.cached - other.cached,
+                          self.output - other.output, self.reasoning - other.reasoning)
+
+    def as_params(self) -> dict[str, int]:
+        """The usage as `lispm/agent-activity` gives it."""
+        return {"input": self.input, "cached": self.cached, "output": self.output,
+                "reasoning": self.reasoning}
+
+
+def count(value: object) -> int:
+    """VALUE as a count of tokens: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class Watcher(abc.ABC):
@@ -40,6 +71,9 @@ class Watcher(abc.ABC):
         #: What a WAITING_FOR_APPROVAL agent waits for, when the CLI says
         #: (Claude: "permission prompt", "dialog open", …); else None.
         self.waiting_for: str | None = None
+        #: The tokens the records say the CLI's requests used, if they say.
+        self.usage: TokenUsage | None = None
+        self._usage_changed = False
         self._subscribers: list[Callable[[], None]] = []
 
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -75,12 +109,19 @@ class Watcher(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """What this watcher is bound to (paths, session id) and its state."""
 
+    def _set_usage(self, usage: TokenUsage) -> None:
+        """Make USAGE the usage; subscribers hear of it with the next `_update`."""
+        if usage != self.usage:
+            self.usage = usage
+            self._usage_changed = True
+
     def _update(self, activity: AgentActivity, waiting_for: str | None = None,
                 prompts: int = 0) -> None:
         """Set the state, adding PROMPTS to `prompts_seen`; tell subscribers
-        if anything changed."""
+        if anything changed (the usage too)."""
         changed = (activity != self.activity or waiting_for != self.waiting_for
-                   or prompts > 0)
+                   or prompts > 0 or self._usage_changed)
+        self._usage_changed = False
         self.activity = activity
         self.waiting_for = waiting_for
         self.prompts_seen += prompts

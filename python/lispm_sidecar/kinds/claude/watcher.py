@@ -30,7 +30,14 @@ from typing import Any
 
 import orjson
 
-from ...watchers.base import AgentActivity, Watcher, proc_start_time, process_tree
+from ...watchers.base import (
+    AgentActivity,
+    TokenUsage,
+    Watcher,
+    count,
+    proc_start_time,
+    process_tree,
+)
 from ...watchers.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -61,6 +68,8 @@ NOT_PROMPT_PREFIXES = ("<command-name>", "<command-message>", "<local-command-",
 _CANDIDATES = (b'"type":"user"', b'"type":"assistant"', b'"type":"system"')
 _EVENTS = IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM
 _PID_FILE_MAX = 1024 * 1024
+#: The messages whose usage is remembered, to count each once (the newest).
+USAGE_MESSAGES = 1024
 #: After the status went busy, IDLE waits for a turn end written *after*
 #: that, or for the status to have stayed idle this long (a busy spell that
 #: wrote nothing to the transcript).
@@ -108,6 +117,29 @@ def parse_claude_line(line: bytes) -> ClaudeEntry | None:
     prompt = other or any(t.strip() and not t.lstrip().startswith(NOT_PROMPT_PREFIXES)
                           for t in texts)
     return ClaudeEntry("user:prompt" if prompt else "user", turn_end=False, prompt=prompt)
+
+
+def claude_usage(line: bytes) -> tuple[str, TokenUsage] | None:
+    """The id and usage of the model message an assistant LINE is part of, or None.
+
+    Claude Code writes a line for each block of a message, each with the
+    message's usage as it then stood: the last line of a message says."""
+    if b'"usage"' not in line or b'"type":"assistant"' not in line:
+        return None
+    try:
+        entry = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    message = entry.get("message") if isinstance(entry, dict) else None
+    if not isinstance(message, dict) or entry.get("type") != "assistant":
+        return None
+    usage = message.get("usage")
+    if not isinstance(usage, dict) or not isinstance(message.get("id"), str):
+        return None
+    read = count(usage.get("cache_read_input_tokens"))
+    return message["id"], TokenUsage(
+        count(usage.get("input_tokens")) + read + count(usage.get("cache_creation_input_tokens")),
+        read, count(usage.get("output_tokens")))
 
 
 def _user_content(content: Any) -> tuple[list[str], bool]:
@@ -189,6 +221,8 @@ class ClaudeWatcher(Watcher):
         self._fresh = True
         self._has_transcript = False
         self._last: ClaudeEntry | None = None
+        #: The usage each model message last said, by its id (see `claude_usage`).
+        self._usage_of: dict[str, TokenUsage] = {}
         self._sessions: DirWatch | None = None
         self._transcript_watch: DirWatch | None = None
         self._unsubscribe_overflow: Any = None
@@ -390,6 +424,8 @@ class ClaudeWatcher(Watcher):
                 if entry.turn_end:
                     self._turn_open = False
                 prompts += entry.prompt
+            if (usage := claude_usage(line)) is not None:
+                self._count_usage(*usage)
         if result.more and not self._more_pending:
             self._more_pending = True
             asyncio.get_running_loop().call_soon(self._read_more)
@@ -399,6 +435,14 @@ class ClaudeWatcher(Watcher):
         self._more_pending = False
         if self._started:
             self._read_transcript()
+
+    def _count_usage(self, message: str, usage: TokenUsage) -> None:
+        """Count USAGE as the usage of MESSAGE, replacing what it said before."""
+        before = self._usage_of.pop(message, TokenUsage())
+        self._usage_of[message] = usage
+        while len(self._usage_of) > USAGE_MESSAGES:
+            self._usage_of.pop(next(iter(self._usage_of)))
+        self._set_usage((self.usage or TokenUsage()) - before + usage)
 
     def _cancel_grace(self) -> None:
         if self._grace is not None:

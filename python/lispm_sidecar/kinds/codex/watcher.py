@@ -27,7 +27,14 @@ from typing import Any
 
 import orjson
 
-from ...watchers.base import AgentActivity, Watcher, open_files, process_tree
+from ...watchers.base import (
+    AgentActivity,
+    TokenUsage,
+    Watcher,
+    count,
+    open_files,
+    process_tree,
+)
 from ...watchers.inotify import (
     IN_CREATE,
     IN_DELETE,
@@ -82,6 +89,30 @@ def parse_codex_line(line: bytes) -> CodexEntry | None:
         if isinstance(item, dict) and item.get("type") == "UserMessage":
             return CodexEntry(lifecycle=None, prompt=True)
     return None
+
+
+def codex_usage(line: bytes) -> TokenUsage | None:
+    """The thread's usage so far, if LINE is a `token_count` event that says it.
+
+    Its `info.total_token_usage` counts the whole thread: `input_tokens`
+    (`cached_input_tokens` among them), `output_tokens`
+    (`reasoning_output_tokens` among them)."""
+    if b'"token_count"' not in line:
+        return None
+    try:
+        entry = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    payload = entry.get("payload") if isinstance(entry, dict) else None
+    if not isinstance(payload, dict) or payload.get("type") != "token_count":
+        return None
+    info = payload.get("info")
+    total = info.get("total_token_usage") if isinstance(info, dict) else None
+    if not isinstance(total, dict):
+        return None
+    return TokenUsage(count(total.get("input_tokens")), count(total.get("cached_input_tokens")),
+                      count(total.get("output_tokens")),
+                      count(total.get("reasoning_output_tokens")))
 
 
 def _is_lifecycle(line: bytes) -> bool:
@@ -351,6 +382,8 @@ class CodexWatcher(Watcher):
             self._last = None
         prompts = 0
         for line in result.lines:
+            if (usage := codex_usage(line)) is not None:
+                self._set_usage(usage)
             entry = parse_codex_line(line)
             if entry is None:
                 continue
