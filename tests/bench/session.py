@@ -61,7 +61,7 @@ async def commit(context: Context) -> list[Metric]:
                f"the last {data['drain_s'] * 1000:.0f} ms after its turn"),
         Metric("session_step_save_emacs_ms", median(late), "ms", Target("<=", 2),
                f"an edit's record made, its call's result and diff added and the session "
-               f"saved whole (no commit), median of "
+               f"saved (its tail file, no commit), median of "
                f"{len(late)} steps with the file at {min(data['step_kb'][-len(late):]):.0f}–"
                f"{max(data['step_kb']):.0f} KB ({spread(late, digits=2)})"),
     ]
