@@ -337,6 +337,13 @@ Interactively, read each limit; an empty answer leaves it out."
        (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
    text))
 
+(cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql thinking)) text)
+  "Stream TEXT, a piece of TURN's model's reasoning, into its answer."
+  (lispm-session-stream-thinking
+   (or (lispm-turn-reply turn)
+       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
+   text))
+
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql thought)) thought)
   "Write THOUGHT, a block of TURN's model's reasoning, folded in its answer."
   (lispm-session-insert-thought

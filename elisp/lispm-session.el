@@ -1081,7 +1081,10 @@ all the same.  Return nil if BUFFER is dead."
   (undecided t :documentation "Non-nil while the line so far is only blanks and commas.")
   (size 0 :documentation "The characters streamed so far.")
   (thoughts nil :documentation "Where the reply's next block of reasoning goes: before
-its text."))
+its text.")
+  (open-thought nil :documentation "The block of reasoning streaming, or nil:
+\(HEADER BODY HELD), markers at the end of its first line and where its
+lines go, and the last line's start, held until it is whole."))
 
 (defun lispm-session--reply-heading ()
   "Return the heading of a reply of the model in the current buffer."
@@ -1154,27 +1157,75 @@ As a neutral message's :reasoning holds it: (:text TEXT [:signature S]
           (and signature (not (string-empty-p signature)) (list :signature signature))
           (and redacted (not (string-empty-p redacted)) (list :redacted redacted))))
 
-(defun lispm-session-insert-thought (stream thought)
-  "Put THOUGHT, a block of reasoning (`lispm-session-thought'), in STREAM's reply.
-It goes before the reply's text, after the reply's earlier thoughts, as
-a `reasoning' block, folded; its signature or redacted data on the
-block's first line, which the conversation read back gives the model's
-API again.  Nothing happens if the buffer is dead or the stream ended."
+(defun lispm-session--thought-header (thought)
+  "Return the header of THOUGHT's block: what follows its keyword."
+  (cond ((plist-get thought :signature) (concat " :signature " (plist-get thought :signature)))
+        ((plist-get thought :redacted) (concat " :redacted " (plist-get thought :redacted)))
+        (t "")))
+
+(defun lispm-session-stream-thinking (stream text)
+  "Append TEXT, a piece of the model's reasoning, to STREAM's reply.
+The reasoning goes in a `reasoning' block before the reply's text, after
+its earlier blocks, opened at the first piece; its lines go in as they
+are whole, escaped as Org escapes a block's.  `lispm-session-insert-thought'
+ends it.  Nothing happens if the buffer is dead or the stream ended."
   (let ((at (and stream (lispm-session-stream-thoughts stream))))
+    (when (and at (buffer-live-p (marker-buffer at)) (not (string-empty-p text)))
+      (with-current-buffer (marker-buffer at)
+        (save-excursion
+          (let ((inhibit-read-only t))
+            (unless (lispm-session-stream-open-thought stream)
+              (goto-char at)
+              (let ((start (point)))
+                (insert "#+begin_reasoning\n#+end_reasoning\n")
+                (set-marker at (point))
+                (when (= (lispm-session-stream-size stream) 0)
+                  (set-marker (lispm-session-stream-line-start stream) (point)))
+                (setf (lispm-session-stream-open-thought stream)
+                      (list (copy-marker (+ start (length "#+begin_reasoning")))
+                            (copy-marker (+ start (length "#+begin_reasoning\n")) t)
+                            ""))))
+            (let* ((state (lispm-session-stream-open-thought stream))
+                   (held (concat (nth 2 state) text))
+                   (whole (let ((end (string-search "\n" held)) last)
+                            (while end (setq last end end (string-search "\n" held (1+ end))))
+                            last)))
+              (when whole
+                (goto-char (nth 1 state))
+                (insert (lispm-session--escape-block (substring held 0 (1+ whole))))
+                (setq held (substring held (1+ whole))))
+              (setf (nth 2 state) held))))))))
+
+(defun lispm-session-insert-thought (stream thought)
+  "End THOUGHT, a block of reasoning (`lispm-session-thought'), in STREAM's reply.
+The block streaming (`lispm-session-stream-thinking') gets its last line
+and, on its first line, THOUGHT's signature or redacted data, which the
+conversation read back gives the model's API again; with none
+streaming, the whole block goes before the reply's text, after its
+earlier blocks.  The block is folded, and the session saved.  Nothing
+happens if the buffer is dead or the stream ended."
+  (let ((at (and stream (lispm-session-stream-thoughts stream)))
+        (state (and stream (lispm-session-stream-open-thought stream))))
     (when (and at (buffer-live-p (marker-buffer at)))
       (with-current-buffer (marker-buffer at)
         (save-excursion
           (let ((inhibit-read-only t)
-                (header (cond ((plist-get thought :signature)
-                               (concat " :signature " (plist-get thought :signature)))
-                              ((plist-get thought :redacted)
-                               (concat " :redacted " (plist-get thought :redacted)))
-                              (t ""))))
+                (header (lispm-session--thought-header thought)))
+            (if state
+                (progn
+                  (goto-char (nth 1 state))
+                  (insert (lispm-session--escape-block (nth 2 state)) "\n")
+                  (goto-char (nth 0 state))
+                  (insert header)
+                  (set-marker (nth 0 state) nil)
+                  (set-marker (nth 1 state) nil)
+                  (setf (lispm-session-stream-open-thought stream) nil))
+              (goto-char at)
+              (insert (lispm-session--block "reasoning" header (plist-get thought :text)))
+              (set-marker at (point))
+              (when (= (lispm-session-stream-size stream) 0)
+                (set-marker (lispm-session-stream-line-start stream) (point))))
             (goto-char at)
-            (insert (lispm-session--block "reasoning" header (plist-get thought :text)))
-            (set-marker at (point))
-            (when (= (lispm-session-stream-size stream) 0)
-              (set-marker (lispm-session-stream-line-start stream) (point)))
             (forward-line -1)
             (re-search-backward "^#\\+begin_reasoning" nil t)
             (ignore-errors (org-fold-hide-block-toggle t t))))
@@ -1203,13 +1254,15 @@ API again.  Nothing happens if the buffer is dead or the stream ended."
 (defun lispm-session-end-reply (stream)
   "End STREAM, a reply of the model; return the characters it had."
   (when stream
-    (dolist (marker (list (lispm-session-stream-marker stream)
-                          (lispm-session-stream-line-start stream)
-                          (lispm-session-stream-thoughts stream)))
+    (dolist (marker (append (list (lispm-session-stream-marker stream)
+                                  (lispm-session-stream-line-start stream)
+                                  (lispm-session-stream-thoughts stream))
+                            (butlast (lispm-session-stream-open-thought stream))))
       (when (markerp marker) (set-marker marker nil)))
     (setf (lispm-session-stream-marker stream) nil
           (lispm-session-stream-line-start stream) nil
-          (lispm-session-stream-thoughts stream) nil)
+          (lispm-session-stream-thoughts stream) nil
+          (lispm-session-stream-open-thought stream) nil)
     (lispm-session-stream-size stream)))
 
 ;;; Tool calls, their results and approvals

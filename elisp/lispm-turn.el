@@ -262,6 +262,7 @@ session, a test's list).  WHAT and ARGS are:
   state                 the state changed, or what a call waits for
   text TEXT             a piece of the model's answer
   text-end              the answer's text is over (it may have none)
+  thinking TEXT         a piece of the model's reasoning
   thought THOUGHT       a block of the model's reasoning is over, as
                         `lispm-session-thought' makes it
   call CALL             a call the model asked for
@@ -413,8 +414,10 @@ is as the slot `context' of `lispm-turn'."
       ("reasoning"
        (when (eq (lispm-turn-state turn) 'request)
          (lispm-turn--enter turn 'stream))
-       (when (plist-get event :text)
-         (push (plist-get event :text) (lispm-turn-thinking turn)))
+       (when-let* ((text (plist-get event :text))
+                   ((not (string-empty-p text))))
+         (push text (lispm-turn-thinking turn))
+         (lispm-turn--tell turn 'thinking text))
        (when (or (plist-get event :signature) (plist-get event :redacted))
          (lispm-turn--end-thought turn event)))
       ("text"

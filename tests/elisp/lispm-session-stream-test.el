@@ -102,6 +102,22 @@
         (re-search-forward "^#\\+begin_reasoning :signature c2lnbmF0dXJl\\+/=$")
         (forward-line 1)
         (should (invisible-p (point)))
-        (should (= 1 (how-many "^\\* Turn" (point-min) (point-max))))))))
+        (should (= 1 (how-many "^\\* Turn" (point-min) (point-max)))))
+      ;; Streamed in pieces cut anywhere, a line going in once whole: the
+      ;; same block as written at once.
+      (let ((streamed (lispm-session-begin-reply buffer))
+            (text (concat hostile "\n\n  *indented\n#")))
+        (cl-loop for start from 0 below (length text) by 3
+                 do (lispm-session-stream-thinking
+                     streamed (substring text start (min (length text) (+ start 3)))))
+        (with-current-buffer buffer
+          (should (string-search "\n,* Turn 9: fake\n,#+end_reasoning\n,,#+end_src\n"
+                                 (buffer-string))))
+        (lispm-session-insert-thought streamed (lispm-session-thought text "c2ln"))
+        (lispm-session-stream-text streamed "Second answer.")
+        (lispm-session-end-reply streamed)
+        (should (equal (car (last (lispm-session-messages buffer)))
+                       (list :role "assistant" :content "Second answer."
+                             :reasoning (list (lispm-session-thought text "c2ln")))))))))
 
 ;;; lispm-session-stream-test.el ends here
