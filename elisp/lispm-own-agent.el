@@ -894,9 +894,19 @@ in the agent list, and MODEL read."
     (setf (lispm-own-agent-model agent) model)
     (when (buffer-live-p buffer)
       (lispm-session-set-model buffer model)
-      (lispm-session-insert-note buffer (format "Model: %s, after %s%s" model old
-                                                (if (lispm-own-agent-busy-p agent)
-                                                    " (from the next turn)" ""))))
+      (lispm-session-insert-note
+       buffer (format "Model: %s, after %s%s%s" model old
+                      (if (lispm-own-agent-busy-p agent) " (from the next turn)" "")
+                      (if (and (not (eq (plist-get (cdr (assoc model lispm-models)) :api)
+                                        (plist-get (cdr (assoc old lispm-models)) :api)))
+                               (with-current-buffer buffer
+                                 (save-excursion
+                                   (goto-char (point-min))
+                                   (let ((case-fold-search t))
+                                     (re-search-forward "^#\\+begin_reasoning" nil t)))))
+                          ".  The earlier answers' reasoning stays here, but goes only to \
+the API that wrote it (signed): this one gets their text and calls"
+                        ""))))
     (message "LispM: %s's model is %s" (lispm-actor-name agent) model)
     model))
 

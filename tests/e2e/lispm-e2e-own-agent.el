@@ -327,6 +327,9 @@ from the session in the next turn; Chat Completions' reasoning shown, kept to it
                                 :end 4)))
       ;; Chat Completions' reasoning shows too, and is not sent back.
       (lispm-own-agent-set-model agent "backup")
+      (with-current-buffer (lispm-own-agent-buffer agent)
+        (should (string-search "reasoning stays here, but goes only to the API that wrote it"
+                               (buffer-string))))
       (should (eq 'done (lispm-turn-state (lispm-e2e-own-send agent "Thank you, backup"))))
       (with-current-buffer (lispm-own-agent-buffer agent)
         (should (string-search "#+begin_reasoning\nThe user asked: Thank you, backup."
