@@ -330,26 +330,22 @@ Interactively, read each limit; an empty answer leaves it out."
   "Show what AGENT does now that TURN's state changed."
   (lispm-own-agent--turn-state-changed agent turn))
 
+(defun lispm-own-agent--reply (turn)
+  "Return the stream of TURN's current answer in its session, begun if need be."
+  (or (lispm-turn-reply turn)
+      (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn)))))
+
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text)) text)
   "Stream TEXT, a piece of TURN's answer, into its session."
-  (lispm-session-stream-text
-   (or (lispm-turn-reply turn)
-       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
-   text))
+  (lispm-session-stream-text (lispm-own-agent--reply turn) text))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql thinking)) text)
   "Stream TEXT, a piece of TURN's model's reasoning, into its answer."
-  (lispm-session-stream-thinking
-   (or (lispm-turn-reply turn)
-       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
-   text))
+  (lispm-session-stream-thinking (lispm-own-agent--reply turn) text))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql thought)) thought)
   "Write THOUGHT, a block of TURN's model's reasoning, folded in its answer."
-  (lispm-session-insert-thought
-   (or (lispm-turn-reply turn)
-       (setf (lispm-turn-reply turn) (lispm-session-begin-reply (lispm-turn-buffer turn))))
-   thought))
+  (lispm-session-insert-thought (lispm-own-agent--reply turn) thought))
 
 (cl-defmethod lispm-turn-report ((_agent lispm-own-agent) turn (_what (eql text-end)))
   "End the text of TURN's answer in its session."
@@ -361,9 +357,7 @@ Interactively, read each limit; an empty answer leaves it out."
     ;; An answer of calls alone has a reply heading of its own too, so
     ;; that the session reads back as the model answered: one message
     ;; for each answer, and so the prefix its next request caches.
-    (let ((reply (lispm-session-begin-reply (lispm-turn-buffer turn))))
-      (lispm-session-end-reply reply)
-      (setf (lispm-turn-reply turn) reply)))
+    (lispm-session-end-reply (lispm-own-agent--reply turn)))
   (lispm-session-insert-call (lispm-turn-buffer turn)
                              (list :id (lispm-turn-call-id call) :name (lispm-turn-call-name call)
                                    :arguments (lispm-turn-call-arguments call))))
