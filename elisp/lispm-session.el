@@ -1578,7 +1578,7 @@ read, with a warning."
                                        (regexp-quote lispm-session--tail-magic))
                                text)
                  (equal (match-string 2 text) (lispm-session--file-stamp file))
-                 (<= (string-to-number (match-string 1 text)) (point-max)))
+                 (<= (point-min) (string-to-number (match-string 1 text)) (point-max)))
             (let ((from (string-to-number (match-string 1 text))))
               (delete-region from (point-max))
               (goto-char from)

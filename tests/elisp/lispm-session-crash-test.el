@@ -147,7 +147,20 @@ Its buffer is killed."
           (should (string-search "is not read" (car warnings)))
           (should-not (string-search "third é" (with-current-buffer again (buffer-string))))
           (with-current-buffer again (set-buffer-modified-p nil))
-          (kill-buffer again))))))
+          (kill-buffer again))
+        ;; A tail that starts before the text, or past it: not read either.
+        (dolist (from '(0 99999999))
+          (with-temp-file tail
+            (insert (format "LISPM-SESSION-TAIL 1 %d %s\nHOSTILE\n" from
+                            (lispm-session--file-stamp file))))
+          (let* ((warnings nil)
+                 (again (cl-letf (((symbol-function 'display-warning)
+                                   (lambda (_type text &rest _) (push text warnings))))
+                          (lispm-session-open file))))
+            (should (string-search "is not read" (car warnings)))
+            (should-not (string-search "HOSTILE" (with-current-buffer again (buffer-string))))
+            (with-current-buffer again (set-buffer-modified-p nil))
+            (kill-buffer again)))))))
 
 (ert-deftest lispm-session-crash-a-cut-turn-reopens-marked-ended ()
   "Emacs died with an approval awaited: reopened, the turn says so, nothing waits."
