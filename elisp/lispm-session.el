@@ -1083,8 +1083,9 @@ all the same.  Return nil if BUFFER is dead."
   (thoughts nil :documentation "Where the reply's next block of reasoning goes: before
 its text.")
   (open-thought nil :documentation "The block of reasoning streaming, or nil:
-\(HEADER BODY HELD), markers at the end of its first line and where its
-lines go, and the last line's start, held until it is whole."))
+\(HEADER BODY HELD RAW), markers at the end of its first line and where
+its lines go, the last line's start, held until it is known whether it
+must be escaped, and non-nil while the rest of a line goes as it comes."))
 
 (defun lispm-session--reply-heading ()
   "Return the heading of a reply of the model in the current buffer."
@@ -1163,12 +1164,19 @@ As a neutral message's :reasoning holds it: (:text TEXT [:signature S]
         ((plist-get thought :redacted) (concat " :redacted " (plist-get thought :redacted)))
         (t "")))
 
+(defconst lispm-session--line-start-chars 1024
+  "The characters of a line held before it is known whether it must be escaped.
+Past them its start is written, escaped if need be, and the rest of the
+line as it comes: a line without end costs what its length costs.")
+
 (defun lispm-session-stream-thinking (stream text)
   "Append TEXT, a piece of the model's reasoning, to STREAM's reply.
 The reasoning goes in a `reasoning' block before the reply's text, after
-its earlier blocks, opened at the first piece; its lines go in as they
-are whole, escaped as Org escapes a block's.  `lispm-session-insert-thought'
-ends it.  Nothing happens if the buffer is dead or the stream ended."
+its earlier blocks, opened at the first piece; a line goes in once its
+start is known (it is whole, or longer than
+`lispm-session--line-start-chars'), escaped as Org escapes a block's.
+`lispm-session-insert-thought' ends it.  Nothing happens if the buffer
+is dead or the stream ended."
   (let ((at (and stream (lispm-session-stream-thoughts stream))))
     (when (and at (buffer-live-p (marker-buffer at)) (not (string-empty-p text)))
       (with-current-buffer (marker-buffer at)
@@ -1181,20 +1189,36 @@ ends it.  Nothing happens if the buffer is dead or the stream ended."
                 (set-marker at (point))
                 (when (= (lispm-session-stream-size stream) 0)
                   (set-marker (lispm-session-stream-line-start stream) (point)))
+                ;; HEADER, BODY, the line held, and whether a line's start
+                ;; is written and its rest goes as it comes.
                 (setf (lispm-session-stream-open-thought stream)
                       (list (copy-marker (+ start (length "#+begin_reasoning")))
                             (copy-marker (+ start (length "#+begin_reasoning\n")) t)
-                            ""))))
+                            "" nil))))
             (let* ((state (lispm-session-stream-open-thought stream))
-                   (held (concat (nth 2 state) text))
-                   (whole (let ((end (string-search "\n" held)) last)
-                            (while end (setq last end end (string-search "\n" held (1+ end))))
-                            last)))
-              (when whole
+                   (pieces nil))
+              (when (nth 3 state)
+                (let ((end (string-search "\n" text)))
+                  (push (substring text 0 (if end (1+ end) (length text))) pieces)
+                  (setq text (if end (substring text (1+ end)) ""))
+                  (when end (setf (nth 3 state) nil))))
+              (unless (nth 3 state)
+                (let* ((held (concat (nth 2 state) text))
+                       (last (let ((end (string-search "\n" held)) last)
+                               (while end
+                                 (setq last end end (string-search "\n" held (1+ end))))
+                               last)))
+                  (when last
+                    (push (lispm-session--escape-block (substring held 0 (1+ last))) pieces)
+                    (setq held (substring held (1+ last))))
+                  (when (> (length held) lispm-session--line-start-chars)
+                    (push (lispm-session--escape-block held) pieces)
+                    (setq held "")
+                    (setf (nth 3 state) t))
+                  (setf (nth 2 state) held)))
+              (when pieces
                 (goto-char (nth 1 state))
-                (insert (lispm-session--escape-block (substring held 0 (1+ whole))))
-                (setq held (substring held (1+ whole))))
-              (setf (nth 2 state) held))))))))
+                (insert (apply #'concat (nreverse pieces)))))))))))
 
 (defun lispm-session-insert-thought (stream thought)
   "End THOUGHT, a block of reasoning (`lispm-session-thought'), in STREAM's reply.
@@ -1257,7 +1281,7 @@ happens if the buffer is dead or the stream ended."
     (dolist (marker (append (list (lispm-session-stream-marker stream)
                                   (lispm-session-stream-line-start stream)
                                   (lispm-session-stream-thoughts stream))
-                            (butlast (lispm-session-stream-open-thought stream))))
+                            (take 2 (lispm-session-stream-open-thought stream))))
       (when (markerp marker) (set-marker marker nil)))
     (setf (lispm-session-stream-marker stream) nil
           (lispm-session-stream-line-start stream) nil

@@ -118,6 +118,22 @@
         (lispm-session-end-reply streamed)
         (should (equal (car (last (lispm-session-messages buffer)))
                        (list :role "assistant" :content "Second answer."
-                             :reasoning (list (lispm-session-thought text "c2ln")))))))))
+                             :reasoning (list (lispm-session-thought text "c2ln"))))))
+      ;; A line without end goes in as it comes, once its start is known:
+      ;; nothing held grows with it; escaped once, at its start.
+      (let ((streamed (lispm-session-begin-reply buffer))
+            (text (concat "*" (make-string 200000 ?x) "\n* next\n" (make-string 5000 ?y))))
+        (cl-loop for start from 0 below (length text) by 1000
+                 do (lispm-session-stream-thinking
+                     streamed (substring text start (min (length text) (+ start 1000))))
+                 (should (< (length (nth 2 (lispm-session-stream-open-thought streamed)))
+                            2100)))
+        (lispm-session-insert-thought streamed (lispm-session-thought text))
+        (lispm-session-end-reply streamed)
+        (should (equal (plist-get (car (last (lispm-session-messages buffer))) :reasoning)
+                       (list (lispm-session-thought text))))
+        (with-current-buffer buffer
+          (should (string-search "\n,*xxx" (buffer-string)))
+          (should (string-search "\n,* next\n" (buffer-string))))))))
 
 ;;; lispm-session-stream-test.el ends here
