@@ -1153,10 +1153,17 @@ ended."
 (defun lispm-session-thought (text &optional signature redacted)
   "Return a block of the model's reasoning: TEXT, with SIGNATURE or REDACTED.
 As a neutral message's :reasoning holds it: (:text TEXT [:signature S]
-[:redacted R]), the last two only when given (see `lispm-model-stream')."
-  (append (list :text text)
-          (and signature (not (string-empty-p signature)) (list :signature signature))
-          (and redacted (not (string-empty-p redacted)) (list :redacted redacted))))
+[:redacted R]), the last two only when given (see `lispm-model-stream')
+and made of the characters of base64 and URLs' tokens, which the block's
+first line keeps as they are; another is left out (the API that wrote
+it is then told the thought without it, and refuses, as it would a
+thought changed)."
+  (cl-flet ((token (value) (and (stringp value)
+                                (string-match-p "\\`[A-Za-z0-9+/=_.:-]+\\'" value)
+                                value)))
+    (append (list :text text)
+            (and (token signature) (list :signature signature))
+            (and (token redacted) (list :redacted redacted)))))
 
 (defun lispm-session--thought-header (thought)
   "Return the header of THOUGHT's block: what follows its keyword."
