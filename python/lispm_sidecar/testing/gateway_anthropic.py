@@ -176,8 +176,8 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
         thinking = thinking_of(ex)
         await _event(resp, _block_start(index, {"type": "thinking", "thinking": "",
                                                 "signature": ""}))
+        # The reasoning is not paced: a step's delay and cut are its answer's.
         for piece in chunks(thinking):
-            await pacer.tick()
             await _event(resp, _delta(index, {"type": "thinking_delta", "thinking": piece}))
         await _event(resp, _delta(index, {"type": "signature_delta",
                                           "signature": sign(thinking)}))

@@ -20,7 +20,6 @@ from .gateway_script import OfferedTool, Reply, ToolCall, ToolResult, short_titl
 from .gateway_wire import (
     Exchange,
     Json,
-    Pacer,
     Timeline,
     chunks,
     is_injected,
@@ -203,7 +202,7 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     await emit("response.created", response=_response(resp_id, ex, "in_progress", [], None))
     await emit("response.in_progress", response=_response(resp_id, ex, "in_progress", [], None))
     if ex.reasoning:
-        output.append(await _stream_summary(emit, pacer, thinking_of(ex), len(output)))
+        output.append(await _stream_summary(emit, thinking_of(ex), len(output)))
     if reply.text or reply.call is None:
         item_id = new_id("msg")
         where = {"item_id": item_id, "output_index": len(output), "content_index": 0}
@@ -225,8 +224,10 @@ async def stream(resp: web.StreamResponse, reply: Reply, ex: Exchange,
     await emit("response.completed", response=_response(resp_id, ex, "completed", output, usage))
 
 
-async def _stream_summary(emit: _Emitter, pacer: Pacer, summary: str, index: int) -> Json:
-    """Stream a reasoning item whose summary is SUMMARY; return the item."""
+async def _stream_summary(emit: _Emitter, summary: str, index: int) -> Json:
+    """Stream a reasoning item whose summary is SUMMARY; return the item.
+
+    It is not paced: a step's delay and cut are its answer's."""
     item_id = new_id("rs")
     where = {"item_id": item_id, "output_index": index, "summary_index": 0}
     await emit("response.output_item.added", output_index=index,
@@ -234,7 +235,6 @@ async def _stream_summary(emit: _Emitter, pacer: Pacer, summary: str, index: int
     part = {"type": "summary_text", "text": ""}
     await emit("response.reasoning_summary_part.added", **where, part=part)
     for piece in chunks(summary):
-        await pacer.tick()
         await emit("response.reasoning_summary_text.delta", **where, delta=piece)
     await emit("response.reasoning_summary_text.done", **where, text=summary)
     await emit("response.reasoning_summary_part.done", **where, part={**part, "text": summary})
