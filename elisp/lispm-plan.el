@@ -26,8 +26,10 @@
 ;; The document is the plan's truth: the user edits, reorders, adds or
 ;; cancels items there (Org's own keys: S-RIGHT, M-UP, M-RET,
 ;; C-c C-t), and the agent reads the plan back from it at its next
-;; request (`lispm-plan-prompt-text', in its system prompt).  The
-;; inspector shows an agent's plan, the agent list its current step
+;; request (`lispm-plan-note': a note after the conversation when the
+;; document's plan is not the one the model last saw; not in the
+;; system prompt, which must stay the same to cache).  The inspector
+;; shows an agent's plan, the agent list its current step
 ;; (`lispm-actor-step').
 
 ;;; Code:
