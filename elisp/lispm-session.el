@@ -1719,8 +1719,7 @@ each turn's drawer keeps the model it began with.  Save and commit."
           (let ((inhibit-read-only t)
                 (case-fold-search t)
                 (line (format "#+LISPM_MODEL: %s" (lispm-session--encode-value model)))
-                (header-end (or (plist-get (cadr (lispm-session--parse)) :start)
-                                (lispm-session--transcript-end))))
+                (header-end (lispm-session--header-end)))
             (goto-char (point-min))
             (if (re-search-forward "^#\\+LISPM_MODEL:.*$" header-end t)
                 (replace-match line t t)
@@ -1879,8 +1878,25 @@ turn's changes are reverted, when (see `lispm-session-mark-reverted')."
                :user)))
 
 (defun lispm-session--turn-start (number)
-  "Return the start of turn NUMBER's heading in the current buffer, or signal."
-  (or (plist-get (cl-find number (cdr (lispm-session--parse))
+  "Return the start of turn NUMBER's heading in the current buffer, or signal.
+It is looked for back from the transcript's end, where the turn at hand
+is, as LispM writes a turn (its drawer's first property its number):
+finding the last turn costs what that turn's length costs.  A document
+written otherwise is read whole."
+  (or (save-excursion
+        (goto-char (lispm-session--transcript-end))
+        (let ((case-fold-search nil)
+              (number-line (format "[ \t]*:LISPM_TURN:[ \t]+%d[ \t]*$" number))
+              (found nil))
+          (while (and (not found) (re-search-backward "^\\* " nil t))
+            (save-excursion
+              (forward-line 1)
+              (when (looking-at-p "[ \t]*:PROPERTIES:[ \t]*$")
+                (forward-line 1)
+                (when (looking-at-p number-line)
+                  (setq found t)))))
+          (and found (point))))
+      (plist-get (cl-find number (cdr (lispm-session--parse))
                           :key (lambda (item) (plist-get item :turn)))
                  :start)
       (lispm-signal 'lispm-session-error (list number) "No turn %d in this session" number)))
@@ -1966,20 +1982,32 @@ An older session's IN OUT [COST] reads with no cached or reasoning tokens."
           :reasoning (string-to-number (or (match-string 4 text) "0"))
           :cost (and (match-string 5 text) (string-to-number (match-string 5 text))))))
 
+(defvar-local lispm-session--usage-of nil
+  "What each turn recorded it used, by turn number, or nil until read.
+A hash table: the turns' drawers read once (`lispm-session-usage'), then
+kept by `lispm-session-record-usage', so a turn's end does not read the
+whole document again.")
+
 (defun lispm-session-usage (buffer)
   "Return the sum of what each turn of BUFFER's session used, a plist.
 \(:input N :output N :cached N :reasoning N :cost C :turns K): the tokens
 the turns' drawers record (`lispm-session-record-usage'), and their cost,
 nil if no turn had a price."
   (with-current-buffer buffer
+    (unless lispm-session--usage-of
+      (let ((table (make-hash-table)))
+        (dolist (item (cdr (lispm-session--parse)))
+          (when-let* ((usage (lispm-session--read-usage (plist-get item :usage))))
+            (puthash (plist-get item :turn) usage table)))
+        (setq lispm-session--usage-of table)))
     (let ((sum (list :input 0 :output 0 :cached 0 :reasoning 0)) (cost nil) (turns 0))
-      (dolist (item (cdr (lispm-session--parse)))
-        (when-let* ((usage (lispm-session--read-usage (plist-get item :usage))))
-          (cl-incf turns)
-          (dolist (key '(:input :output :cached :reasoning))
-            (setq sum (plist-put sum key (+ (plist-get sum key) (plist-get usage key)))))
-          (when (plist-get usage :cost)
-            (setq cost (+ (or cost 0) (plist-get usage :cost))))))
+      (maphash (lambda (_turn usage)
+                 (cl-incf turns)
+                 (dolist (key '(:input :output :cached :reasoning))
+                   (setq sum (plist-put sum key (+ (plist-get sum key) (plist-get usage key)))))
+                 (when (plist-get usage :cost)
+                   (setq cost (+ (or cost 0) (plist-get usage :cost)))))
+               lispm-session--usage-of)
       (append sum (list :cost cost :turns turns)))))
 
 (defun lispm-session-usage-line (usage)
@@ -1998,7 +2026,10 @@ without a price: the
 turn's `:LISPM_USAGE:' property, and the header's `#+LISPM_USAGE:' the
 session's sum.  Saved with the turn's end."
   (with-current-buffer buffer
+    (lispm-session-usage buffer)
     (lispm-session--set-turn-property number "LISPM_USAGE" (lispm-session--usage-text usage))
+    (puthash number (lispm-session--read-usage (lispm-session--usage-text usage))
+             lispm-session--usage-of)
     (let ((line (format "#+LISPM_USAGE: %s"
                         (lispm-session--encode-value
                          (lispm-session-usage-line (lispm-session-usage buffer))))))
@@ -2007,14 +2038,22 @@ session's sum.  Saved with the turn's end."
           (widen)
           (let ((inhibit-read-only t)
                 (case-fold-search t)
-                (header-end (or (plist-get (cadr (lispm-session--parse)) :start)
-                                (lispm-session--transcript-end))))
+                (header-end (lispm-session--header-end)))
             (goto-char (point-min))
             (if (re-search-forward "^#\\+LISPM_USAGE:.*$" header-end t)
                 (replace-match line t t)
               (goto-char (point-min))
               (when (re-search-forward "^#\\+LISPM_FOLDER:.*$" header-end t)
                 (insert "\n" line)))))))))
+
+(defun lispm-session--header-end ()
+  "Return where the current buffer's header ends: at its first top heading.
+The transcript's end if it has none."
+  (save-excursion
+    (goto-char (point-min))
+    (let ((case-fold-search nil)
+          (end (lispm-session--transcript-end)))
+      (if (re-search-forward "^\\* " end t) (match-beginning 0) end))))
 
 (defun lispm-session-time ()
   "Return the time now as the session's properties write it."
