@@ -26,14 +26,15 @@
 ;; (plists with :role "user", "assistant" or "tool"); :tools, plists
 ;; (:name :description :parameters); :conversation, a name under which
 ;; the sidecar keeps the history, so that the next request of the same
-;; conversation sends only what changed (see "What the sidecar holds").  HANDLER is called with each
-;; event, a plist whose :type is one of:
+;; conversation sends only what changed (see "What the sidecar holds").
+;; HANDLER is called with each event, a plist whose :type is one of:
 ;;
 ;;   "text"       :text, a piece of the answer
 ;;   "reasoning"  :text, a piece of the model's reasoning; at a block's
 ;;                end :signature or :redacted, without :text
 ;;   "tool_call"  :id :name :arguments (the raw JSON text)
-;;   "usage"      :input_tokens :output_tokens
+;;   "usage"      :input_tokens :output_tokens :cached_tokens
+;;                :cache_write_tokens :reasoning_tokens
 ;;   "done"       :stop_reason            the end of the stream
 ;;   "error"      :kind :message [:status :body] the end of the stream
 ;;

@@ -1082,10 +1082,8 @@ all the same.  Return nil if BUFFER is dead."
   (size 0 :documentation "The characters streamed so far.")
   (thoughts nil :documentation "Where the reply's next block of reasoning goes: before
 its text.")
-  (open-thought nil :documentation "The block of reasoning streaming, or nil:
-\(HEADER BODY HELD RAW), markers at the end of its first line and where
-its lines go, the last line's start, held until it is known whether it
-must be escaped, and non-nil while the rest of a line goes as it comes."))
+  (open-thought nil :documentation "The block of reasoning streaming, or nil: see
+`lispm-session--open-thought'."))
 
 (defun lispm-session--reply-heading ()
   "Return the heading of a reply of the model in the current buffer."
@@ -1176,6 +1174,25 @@ thought changed)."
 Past them its start is written, escaped if need be, and the rest of the
 line as it comes: a line without end costs what its length costs.")
 
+(defun lispm-session--open-thought (stream)
+  "Open a `reasoning' block in STREAM's reply, in the current buffer; return it.
+It goes before the reply's text, after its earlier blocks.  The value,
+kept in STREAM, is (HEADER BODY HELD RAW): markers at the end of its
+first line and where its lines go, the line held, and whether a line's
+start is written and its rest goes as it comes."
+  (or (lispm-session-stream-open-thought stream)
+      (let ((at (lispm-session-stream-thoughts stream)))
+        (goto-char at)
+        (let ((start (point)))
+          (insert "#+begin_reasoning\n#+end_reasoning\n")
+          (set-marker at (point))
+          (when (= (lispm-session-stream-size stream) 0)
+            (set-marker (lispm-session-stream-line-start stream) (point)))
+          (setf (lispm-session-stream-open-thought stream)
+                (list (copy-marker (+ start (length "#+begin_reasoning")))
+                      (copy-marker (+ start (length "#+begin_reasoning\n")) t)
+                      "" nil))))))
+
 (defun lispm-session-stream-thinking (stream text)
   "Append TEXT, a piece of the model's reasoning, to STREAM's reply.
 The reasoning goes in a `reasoning' block before the reply's text, after
@@ -1188,74 +1205,55 @@ is dead or the stream ended."
     (when (and at (buffer-live-p (marker-buffer at)) (not (string-empty-p text)))
       (with-current-buffer (marker-buffer at)
         (save-excursion
-          (let ((inhibit-read-only t))
-            (unless (lispm-session-stream-open-thought stream)
-              (goto-char at)
-              (let ((start (point)))
-                (insert "#+begin_reasoning\n#+end_reasoning\n")
-                (set-marker at (point))
-                (when (= (lispm-session-stream-size stream) 0)
-                  (set-marker (lispm-session-stream-line-start stream) (point)))
-                ;; HEADER, BODY, the line held, and whether a line's start
-                ;; is written and its rest goes as it comes.
-                (setf (lispm-session-stream-open-thought stream)
-                      (list (copy-marker (+ start (length "#+begin_reasoning")))
-                            (copy-marker (+ start (length "#+begin_reasoning\n")) t)
-                            "" nil))))
-            (let* ((state (lispm-session-stream-open-thought stream))
-                   (pieces nil))
-              (when (nth 3 state)
-                (let ((end (string-search "\n" text)))
-                  (push (substring text 0 (if end (1+ end) (length text))) pieces)
-                  (setq text (if end (substring text (1+ end)) ""))
-                  (when end (setf (nth 3 state) nil))))
-              (unless (nth 3 state)
-                (let* ((held (concat (nth 2 state) text))
-                       (last (let ((end (string-search "\n" held)) last)
-                               (while end
-                                 (setq last end end (string-search "\n" held (1+ end))))
-                               last)))
-                  (when last
-                    (push (lispm-session--escape-block (substring held 0 (1+ last))) pieces)
-                    (setq held (substring held (1+ last))))
-                  (when (> (length held) lispm-session--line-start-chars)
-                    (push (lispm-session--escape-block held) pieces)
-                    (setq held "")
-                    (setf (nth 3 state) t))
-                  (setf (nth 2 state) held)))
-              (when pieces
-                (goto-char (nth 1 state))
-                (insert (apply #'concat (nreverse pieces)))))))))))
+          (let* ((inhibit-read-only t)
+                 (state (lispm-session--open-thought stream))
+                 (pieces nil))
+            (when (nth 3 state)
+              (let ((end (string-search "\n" text)))
+                (push (substring text 0 (if end (1+ end) (length text))) pieces)
+                (setq text (if end (substring text (1+ end)) ""))
+                (when end (setf (nth 3 state) nil))))
+            (unless (nth 3 state)
+              (let* ((held (concat (nth 2 state) text))
+                     (last (let ((end (string-search "\n" held)) last)
+                             (while end
+                               (setq last end end (string-search "\n" held (1+ end))))
+                             last)))
+                (when last
+                  (push (lispm-session--escape-block (substring held 0 (1+ last))) pieces)
+                  (setq held (substring held (1+ last))))
+                (when (> (length held) lispm-session--line-start-chars)
+                  (push (lispm-session--escape-block held) pieces)
+                  (setq held "")
+                  (setf (nth 3 state) t))
+                (setf (nth 2 state) held)))
+            (when pieces
+              (goto-char (nth 1 state))
+              (insert (apply #'concat (nreverse pieces))))))))))
 
 (defun lispm-session-insert-thought (stream thought)
   "End THOUGHT, a block of reasoning (`lispm-session-thought'), in STREAM's reply.
 The block streaming (`lispm-session-stream-thinking') gets its last line
 and, on its first line, THOUGHT's signature or redacted data, which the
 conversation read back gives the model's API again; with none
-streaming, the whole block goes before the reply's text, after its
-earlier blocks.  The block is folded, and the session saved.  Nothing
-happens if the buffer is dead or the stream ended."
-  (let ((at (and stream (lispm-session-stream-thoughts stream)))
-        (state (and stream (lispm-session-stream-open-thought stream))))
+streaming, THOUGHT's text goes in a block of its own first.  The block
+is folded, and the session saved.  Nothing happens if the buffer is
+dead or the stream ended."
+  (let ((at (and stream (lispm-session-stream-thoughts stream))))
     (when (and at (buffer-live-p (marker-buffer at)))
+      (unless (lispm-session-stream-open-thought stream)
+        (lispm-session-stream-thinking stream (plist-get thought :text)))
       (with-current-buffer (marker-buffer at)
         (save-excursion
-          (let ((inhibit-read-only t)
-                (header (lispm-session--thought-header thought)))
-            (if state
-                (progn
-                  (goto-char (nth 1 state))
-                  (insert (lispm-session--escape-block (nth 2 state)) "\n")
-                  (goto-char (nth 0 state))
-                  (insert header)
-                  (set-marker (nth 0 state) nil)
-                  (set-marker (nth 1 state) nil)
-                  (setf (lispm-session-stream-open-thought stream) nil))
-              (goto-char at)
-              (insert (lispm-session--block "reasoning" header (plist-get thought :text)))
-              (set-marker at (point))
-              (when (= (lispm-session-stream-size stream) 0)
-                (set-marker (lispm-session-stream-line-start stream) (point))))
+          (let* ((inhibit-read-only t)
+                 (state (lispm-session--open-thought stream)))
+            (goto-char (nth 1 state))
+            (insert (lispm-session--escape-block (nth 2 state)) "\n")
+            (goto-char (nth 0 state))
+            (insert (lispm-session--thought-header thought))
+            (set-marker (nth 0 state) nil)
+            (set-marker (nth 1 state) nil)
+            (setf (lispm-session-stream-open-thought stream) nil)
             (goto-char at)
             (forward-line -1)
             (re-search-backward "^#\\+begin_reasoning" nil t)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InvalidParams
@@ -88,13 +88,10 @@ class Conversations:
             base = neutral.request(whole)
             added = tuple(neutral.message(m, f"messages[{i}]")
                           for i, m in enumerate(params["messages"]))
-            request = ModelRequest(
-                api=base.api, base_url=base.base_url, model=base.model,
+            request = replace(
+                base, messages=held.messages[:keep] + added,
                 system=held.system if params.get("system") is None else base.system,
-                messages=held.messages[:keep] + added,
-                tools=held.tools if params.get("tools") is None else base.tools,
-                max_tokens=base.max_tokens, timeout=base.timeout, cache_key=base.cache_key,
-                effort=base.effort)
+                tools=held.tools if params.get("tools") is None else base.tools)
         if name:
             revision = params.get("revision")
             if revision is None:
